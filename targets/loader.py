@@ -1,0 +1,180 @@
+"""Load and validate target TOML files (`targets/*.toml`, or any path the user gives).
+
+A file may `inherit` another target (by built-in name or by a path relative to itself); the
+child's tables are merged over the parent's key by key. Every problem is reported as
+`TargetError("<file>: <key>: <what is wrong>")`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from vpuc.targets.model import Hardware, HostOptions, Numerics, Target, TargetError
+
+BUILTIN_DIR = Path(__file__).resolve().parent
+KINDS = ("cpu", "vpu")
+REQUANT_MODES = ("float32", "fixed_point")
+
+# Allowed range of every hardware figure: (minimum, maximum), inclusive.
+HARDWARE_RANGES: dict[str, tuple[int, int]] = {
+    "clock_mhz": (1, 100_000),
+    "mac_rows": (1, 1024),
+    "mac_cols": (1, 1024),
+    "sram_bytes": (1024, 1 << 34),
+    "dram_bytes_per_cycle": (1, 1 << 16),
+    "dram_latency_cycles": (0, 1 << 20),
+    "host_link_bytes_per_cycle": (1, 1 << 16),
+    "host_link_latency_cycles": (0, 1 << 24),
+    "vector_lanes": (1, 4096),
+    "lut_entries": (0, 65536),
+}
+TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
+
+
+def builtin_target_names() -> list[str]:
+    """Names of the targets shipped with vpuc (`targets/*.toml`)."""
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
+
+
+def load_target(name_or_path: str | Path) -> Target:
+    """Load a target by built-in name ("vpu") or by the path of a TOML file."""
+    path = _resolve(str(name_or_path), base=None)
+    merged, chain = _load_merged(path, seen=())
+    return _build(path, merged, chain)
+
+
+def _resolve(ref: str, base: Path | None) -> Path:
+    if ref.endswith(".toml") or "/" in ref or "\\" in ref:
+        candidate = Path(ref) if base is None or Path(ref).is_absolute() else base / ref
+        if not candidate.is_file():
+            raise TargetError(f"{candidate}: target file not found")
+        return candidate.resolve()
+    builtin = BUILTIN_DIR / f"{ref}.toml"
+    if not builtin.is_file():
+        known = ", ".join(builtin_target_names())
+        raise TargetError(f"unknown target '{ref}' (known: {known}; or give a path to a .toml)")
+    return builtin
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise TargetError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _load_merged(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    if path in seen:
+        cycle = " -> ".join(str(p) for p in (*seen, path))
+        raise TargetError(f"{path}: target.inherit: inheritance cycle ({cycle})")
+    data = _read(path)
+    for key in data:
+        if key not in TOP_LEVEL_TABLES:
+            raise TargetError(f"{path}: {key}: unknown table (allowed: {', '.join(TOP_LEVEL_TABLES)})")
+        if not isinstance(data[key], dict):
+            raise TargetError(f"{path}: {key}: must be a table")
+    parent_ref = data.get("target", {}).get("inherit")
+    if parent_ref is None:
+        return data, ()
+    if not isinstance(parent_ref, str):
+        raise TargetError(f"{path}: target.inherit: must be a string")
+    parent_path = _resolve(parent_ref, base=path.parent)
+    parent, chain = _load_merged(parent_path, (*seen, path))
+    return _merge(parent, data), (*chain, parent_path.stem)
+
+
+def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    out = {key: dict(value) for key, value in parent.items()}
+    for table, values in child.items():
+        out.setdefault(table, {})
+        for key, value in values.items():
+            old = out[table].get(key)
+            if isinstance(old, dict) and isinstance(value, dict):
+                out[table][key] = {**old, **value}
+            else:
+                out[table][key] = value
+    out["target"].pop("inherit", None)
+    return out
+
+
+def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
+    meta = data.get("target", {})
+    _check_keys(path, "target", meta, ("name", "kind", "description", "inherit"))
+    name = _get(path, "target", meta, "name", str)
+    kind = _get(path, "target", meta, "kind", str)
+    if kind not in KINDS:
+        raise TargetError(f"{path}: target.kind: '{kind}' is not one of {', '.join(KINDS)}")
+    description = meta.get("description", "")
+    hardware = _hardware(path, data.get("hardware")) if kind == "vpu" else None
+    if kind == "cpu" and "hardware" in data:
+        raise TargetError(f"{path}: hardware: a cpu target has no VPU hardware table")
+    return Target(
+        name=name,
+        kind=kind,
+        description=str(description),
+        source=path,
+        host=_host(path, data.get("host", {})),
+        numerics=_numerics(path, data.get("numerics", {})),
+        hardware=hardware,
+        ops=dict(data.get("ops", {})),
+        inherits=chain,
+    )
+
+
+def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
+    if table is None:
+        raise TargetError(f"{path}: hardware: a vpu target needs a [hardware] table")
+    _check_keys(path, "hardware", table, tuple(HARDWARE_RANGES))
+    values = {}
+    for f in fields(Hardware):
+        if f.name not in table:
+            if f.name == "lut_entries":
+                continue
+            raise TargetError(f"{path}: hardware.{f.name}: missing")
+        value = _get(path, "hardware", table, f.name, int)
+        low, high = HARDWARE_RANGES[f.name]
+        if not low <= value <= high:
+            raise TargetError(f"{path}: hardware.{f.name}: {value} is out of range [{low}, {high}]")
+        values[f.name] = value
+    return Hardware(**values)
+
+
+def _numerics(path: Path, table: dict[str, Any]) -> Numerics:
+    _check_keys(path, "numerics", table, ("requant",))
+    requant = table.get("requant", "float32")
+    if requant not in REQUANT_MODES:
+        raise TargetError(
+            f"{path}: numerics.requant: '{requant}' is not one of {', '.join(REQUANT_MODES)}"
+        )
+    return Numerics(requant=requant)
+
+
+def _host(path: Path, table: dict[str, Any]) -> HostOptions:
+    _check_keys(path, "host", table, ("llvm",))
+    llvm = table.get("llvm", "llvm")
+    if not isinstance(llvm, str) or not llvm.startswith("llvm"):
+        raise TargetError(f"{path}: host.llvm: must be an LLVM target string such as 'llvm'")
+    return HostOptions(llvm=llvm)
+
+
+def _check_keys(path: Path, table: str, values: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    for key in values:
+        if key not in allowed:
+            raise TargetError(f"{path}: {table}.{key}: unknown key (allowed: {', '.join(allowed)})")
+
+
+def _get(path: Path, table: str, values: dict[str, Any], key: str, kind: type) -> Any:
+    if key not in values:
+        raise TargetError(f"{path}: {table}.{key}: missing")
+    value = values[key]
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TargetError(f"{path}: {table}.{key}: must be an integer, got {value!r}")
+    if kind is str and not isinstance(value, str):
+        raise TargetError(f"{path}: {table}.{key}: must be a string, got {value!r}")
+    return value

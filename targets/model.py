@@ -1,0 +1,98 @@
+"""The Target dataclasses: hardware settings, numerics options and host options.
+
+Hardware and compiler options are separate objects (Vela's habit): the simulator reads
+`Target.hardware`, the quantiser and the simulator read `Target.numerics`, the host build
+reads `Target.host`. Every figure the product reports is derived from these numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class TargetError(ValueError):
+    """A target name or file that cannot be used; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The VPU's hardware figures (units in the names)."""
+
+    clock_mhz: int
+    mac_rows: int
+    mac_cols: int
+    sram_bytes: int
+    dram_bytes_per_cycle: int
+    dram_latency_cycles: int
+    host_link_bytes_per_cycle: int
+    host_link_latency_cycles: int
+    vector_lanes: int
+    lut_entries: int = 0
+
+    @property
+    def macs_per_cycle(self) -> int:
+        return self.mac_rows * self.mac_cols
+
+    @property
+    def has_lut(self) -> bool:
+        return self.lut_entries > 0
+
+    def dram_cycles(self, nbytes: int) -> int:
+        """Cycles for one DRAM<->SRAM transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""
+        return self.dram_latency_cycles + -(-nbytes // self.dram_bytes_per_cycle)
+
+    def host_link_cycles(self, nbytes: int) -> int:
+        """Cycles for one host<->VPU transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""
+        return self.host_link_latency_cycles + -(-nbytes // self.host_link_bytes_per_cycle)
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """How the VPU rounds: `requant` is "float32" (onnxruntime-exact) or "fixed_point" (TFLite)."""
+
+    requant: str = "float32"
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    """How the host (CPU) part is built: the LLVM target string given to relax.build."""
+
+    llvm: str = "llvm"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target: `kind` is "cpu" (everything on the host) or "vpu" (host + VPU)."""
+
+    name: str
+    kind: str
+    description: str
+    source: Path
+    host: HostOptions
+    numerics: Numerics
+    hardware: Hardware | None = None
+    ops: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inherits: tuple[str, ...] = ()
+
+    @property
+    def has_vpu(self) -> bool:
+        return self.kind == "vpu"
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for manifests and reports."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "host": {"llvm": self.host.llvm},
+            "numerics": {"requant": self.numerics.requant},
+        }
+        if self.hardware is not None:
+            out["hardware"] = {
+                name: getattr(self.hardware, name) for name in Hardware.__dataclass_fields__
+            }
+        if self.ops:
+            out["ops"] = self.ops
+        return out
