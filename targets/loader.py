@@ -149,9 +149,7 @@ def _numerics(path: Path, table: dict[str, Any]) -> Numerics:
     _check_keys(path, "numerics", table, ("requant",))
     requant = table.get("requant", "float32")
     if requant not in REQUANT_MODES:
-        raise TargetError(
-            f"{path}: numerics.requant: '{requant}' is not one of {', '.join(REQUANT_MODES)}"
-        )
+        raise TargetError(f"{path}: numerics.requant: '{requant}' is not one of {', '.join(REQUANT_MODES)}")
     return Numerics(requant=requant)
 
 

@@ -90,9 +90,7 @@ class Target:
             "numerics": {"requant": self.numerics.requant},
         }
         if self.hardware is not None:
-            out["hardware"] = {
-                name: getattr(self.hardware, name) for name in Hardware.__dataclass_fields__
-            }
+            out["hardware"] = {name: getattr(self.hardware, name) for name in Hardware.__dataclass_fields__}
         if self.ops:
             out["ops"] = self.ops
         return out

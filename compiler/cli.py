@@ -1,0 +1,145 @@
+"""The `vpuc` command line: where the compiler, the runtime and the simulator meet.
+
+    vpuc compile MODEL --target T -o OUT.vpub   compile an ONNX model
+    vpuc run OUT.vpub [--inputs X.npz] ...      run an artifact (TVM VM + VPU simulator)
+    vpuc zoo OUTDIR                             write the example models
+    vpuc targets                                list the built-in targets
+    vpuc sim PROGRAM.s / vpuc disasm PROGRAM.bin  the simulator on hand-written programs
+
+Every user error prints one line `vpuc <command>: <file or node>: <what is wrong>` to stderr
+and exits 2; a failed --check exits 1; a bug in vpuc prints one line and exits 3 (set
+VPUC_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return EXIT_USER_ERROR
+    return _guarded(args.command, args.handler, args)
+
+
+def _guarded(command: str, handler: Callable[[argparse.Namespace], int], args) -> int:
+    from vpuc.compiler.errors import CompileError
+    from vpuc.runtime.errors import USER_ERRORS
+    from vpuc.targets import TargetError
+
+    try:
+        return handler(args)
+    except (CompileError, TargetError, *USER_ERRORS) as exc:
+        print(f"vpuc {command}: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"vpuc {command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: one line, never a traceback unless asked
+        if os.environ.get("VPUC_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"vpuc {command}: internal error ({type(exc).__name__}: {exc}); "
+            "this is a bug in vpuc, rerun with VPUC_DEBUG=1 for details",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vpuc", description="Compile ONNX models for the vpuc int8 VPU.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("compile", help="compile an ONNX model into a .vpub artifact")
+    p.add_argument("model", help="ONNX model file")
+    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument("-o", "--output", help="artifact to write (default: MODEL's name with .vpub)")
+    _add_input_shape(p)
+    p.add_argument("--json", action="store_true", help="print the compile report as JSON")
+    p.set_defaults(handler=_compile)
+
+    from vpuc.runtime import cli as runtime_cli
+
+    runtime_cli.add_commands(sub)
+
+    p = sub.add_parser("zoo", help="write the example models (ONNX) to a folder")
+    p.add_argument("outdir", help="folder to write <name>.onnx files into")
+    p.add_argument("--models", help="comma-separated subset (default: all)")
+    p.set_defaults(handler=_zoo)
+
+    p = sub.add_parser("targets", help="list the built-in targets")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_targets)
+    return parser
+
+
+def _add_input_shape(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=D1xD2x...",
+        help="fix an input's shape, e.g. input=1x3x224x224 (repeatable)",
+    )
+
+
+def _input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    from vpuc.compiler.frontend import parse_input_shape
+
+    return dict(parse_input_shape(spec) for spec in specs)
+
+
+def _compile(args) -> int:
+    from vpuc.compiler import compile_model
+    from vpuc.runtime.report import print_compile_report
+
+    output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
+    artifact = compile_model(args.model, target=args.target, input_shapes=_input_shapes(args.input_shape))
+    artifact.save(output)
+    if args.json:
+        print(json.dumps({**artifact.report, "artifact": str(output)}, indent=2))
+    else:
+        print_compile_report(artifact, output)
+    return 0
+
+
+def _zoo(args) -> int:
+    from vpuc.examples import zoo
+
+    names = [n.strip() for n in args.models.split(",")] if args.models else None
+    unknown = [n for n in names or [] if n not in zoo.MODELS]
+    if unknown:
+        from vpuc.compiler.errors import CompileError
+
+        raise CompileError(f"unknown zoo model(s) {', '.join(unknown)} (known: {', '.join(zoo.MODELS)})")
+    for path in zoo.write_zoo(args.outdir, names):
+        print(path)
+    return 0
+
+
+def _targets(args) -> int:
+    from vpuc.targets import builtin_target_names, load_target
+
+    targets = [load_target(name) for name in builtin_target_names()]
+    if args.json:
+        print(json.dumps([t.to_json() for t in targets], indent=2))
+        return 0
+    for target in targets:
+        print(f"{target.name:10s} {target.kind:4s} {target.description}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

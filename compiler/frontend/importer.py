@@ -1,0 +1,74 @@
+"""Frontend step 5 and the frontend's entry point: prepared ONNX -> Relax IRModule.
+
+import_model runs the whole frontend (load, shapes, fold, support, import) and returns the
+Relax module with the prepared ONNX model beside it: later stages (reports, the partition
+report's per-node rows, `--check`) need both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+import tvm
+
+from vpuc.compiler import compat
+from vpuc.compiler.errors import FrontendError
+from vpuc.compiler.frontend.fold import fold_shape_computations
+from vpuc.compiler.frontend.load import load_model
+from vpuc.compiler.frontend.shapes import TensorSpec, fix_input_shapes, graph_inputs, tensor_specs
+from vpuc.compiler.frontend.support import check_supported
+
+
+@dataclass
+class ImportedModel:
+    """The frontend's product."""
+
+    mod: tvm.IRModule
+    onnx_model: onnx.ModelProto  # static shapes, shape arithmetic folded
+    name: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    folded_nodes: list[tuple[str, str]] = field(default_factory=list)
+
+
+def import_model(
+    source: str | Path | onnx.ModelProto,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> ImportedModel:
+    """Load, check, make static, fold shape arithmetic, check support, import into Relax."""
+    model, name = load_model(source)
+    model = fix_input_shapes(model, name, input_shapes or {})
+    folded = fold_shape_computations(model, name)
+    model = folded.model
+    check_supported(model, name)
+    inputs = tensor_specs(model, graph_inputs(model), name)
+    outputs = tensor_specs(model, list(model.graph.output), name)
+    mod = _relax_import(model, name, inputs)
+    return ImportedModel(mod, model, name, inputs, outputs, folded.folded)
+
+
+def _relax_import(model: onnx.ModelProto, name: str, inputs: list[TensorSpec]) -> tvm.IRModule:
+    shape_dict = {spec.name: list(spec.shape) for spec in inputs}
+    dtype_dict = {spec.name: spec.dtype for spec in inputs}
+    try:
+        mod = compat.relax_from_onnx(model, shape_dict, dtype_dict)
+    except Exception as exc:  # the importer raises anything from ValueError to TVMError
+        raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {_first_line(exc)}") from None
+    return mod
+
+
+def _failing_op(exc: Exception) -> str:
+    text = " ".join([str(exc), *getattr(exc, "__notes__", [])])
+    node = re.search(r"Node (\S+)", text)
+    if node:
+        return f" at node '{node[1]}'"
+    op = re.search(r"Error converting operator (\w+)", text)
+    return f" converting a {op[1]} node" if op else ""
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -1,0 +1,81 @@
+"""Model inputs for `vpuc run`: read from .npz and checked against the artifact, or
+generated from a seed.
+
+Random inputs: float tensors are standard normal (numpy's default_rng(seed)), integer
+tensors uniform in [0, 10), bool tensors fair coin flips; inputs are drawn in manifest order
+so the same seed gives the same arrays on every machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class InputError(ValueError):
+    """Inputs that do not fit the model; the message names the file and the tensor."""
+
+
+def random_inputs(specs: list[dict[str, Any]], seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for spec in specs:
+        shape, dtype = tuple(spec["shape"]), np.dtype(spec["dtype"])
+        if dtype.kind == "f":
+            arrays[spec["name"]] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            arrays[spec["name"]] = rng.integers(0, 10, size=shape).astype(dtype)
+        elif dtype.kind == "b":
+            arrays[spec["name"]] = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            raise InputError(f"input '{spec['name']}': cannot generate random {dtype.name} data")
+    return arrays
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+
+
+def check_inputs(
+    specs: list[dict[str, Any]], arrays: dict[str, np.ndarray], source: str
+) -> dict[str, np.ndarray]:
+    """Every input present with its exact shape and dtype; no unknown names."""
+    names = [spec["name"] for spec in specs]
+    for name in arrays:
+        if name not in names:
+            raise InputError(f"{source}: '{name}' is not an input of the model (inputs: {', '.join(names)})")
+    checked = {}
+    for spec in specs:
+        name, shape, dtype = spec["name"], tuple(spec["shape"]), np.dtype(spec["dtype"])
+        if name not in arrays:
+            raise InputError(f"{source}: input '{name}' is missing")
+        array = np.asarray(arrays[name])
+        if array.shape != shape:
+            raise InputError(
+                f"{source}: input '{name}' has shape {list(array.shape)}, expected {list(shape)}"
+            )
+        if array.dtype != dtype:
+            raise InputError(f"{source}: input '{name}' has dtype {array.dtype.name}, expected {dtype.name}")
+        checked[name] = np.ascontiguousarray(array)
+    return checked
+
+
+def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write outputs atomically (temporary file, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.npz")
+    try:
+        np.savez(tmp, **arrays)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write: {exc.strerror}") from None
