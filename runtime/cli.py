@@ -54,7 +54,7 @@ def run_command(args) -> int:
         inputs, source = load_npz(args.inputs), args.inputs
     else:
         inputs, source = random_inputs(executable.inputs, args.seed), f"random (seed {args.seed})"
-    outputs = executable.run(inputs)
+    outputs = executable.run(inputs, source=args.inputs)
     if args.outputs:
         save_npz(args.outputs, outputs)
     check = None

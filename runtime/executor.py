@@ -49,9 +49,10 @@ class Executable:
     def outputs(self) -> list[dict[str, Any]]:
         return self.artifact.outputs
 
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run once; inputs are checked against the manifest (names, shapes, dtypes)."""
-        arrays = check_inputs(self.inputs, inputs, self.source)
+    def run(self, inputs: dict[str, np.ndarray], source: str | None = None) -> dict[str, np.ndarray]:
+        """Run once; inputs are checked against the manifest (names, shapes, dtypes) and an
+        error names `source` (where the inputs came from) or else the artifact."""
+        arrays = check_inputs(self.inputs, inputs, source or self.source)
         args = [tvm.runtime.tensor(arrays[spec["name"]]) for spec in self.inputs]
         result = _flatten(self._vm["main"](*args))
         names = [spec["name"] for spec in self.outputs]

@@ -37,6 +37,8 @@ def _read(path: Path) -> onnx.ModelProto:
         raise FrontendError(f"{path}: not an ONNX model (protobuf parse failed: {exc})") from None
     except FileNotFoundError as exc:
         raise FrontendError(f"{path}: external data file missing: {exc.filename}") from None
+    except onnx.checker.ValidationError as exc:  # raised for unreadable external data
+        raise FrontendError(f"{path}: cannot load external data: {_one_line(exc)}") from None
     except (ValueError, OSError, RuntimeError) as exc:
         raise FrontendError(f"{path}: cannot load: {_one_line(exc)}") from None
 
