@@ -12,7 +12,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from vpuc.targets.constraints import KEYED
 from vpuc.targets.model import Hardware, HostOptions, Numerics, Target, TargetError
+from vpuc.targets.ops import OP_KINDS
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 KINDS = ("cpu", "vpu")
@@ -112,8 +114,9 @@ def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
         raise TargetError(f"{path}: target.kind: '{kind}' is not one of {', '.join(KINDS)}")
     description = meta.get("description", "")
     hardware = _hardware(path, data.get("hardware")) if kind == "vpu" else None
-    if kind == "cpu" and "hardware" in data:
-        raise TargetError(f"{path}: hardware: a cpu target has no VPU hardware table")
+    if kind == "cpu" and ("hardware" in data or data.get("ops")):
+        table = "hardware" if "hardware" in data else "ops"
+        raise TargetError(f"{path}: {table}: a cpu target has no VPU, so no [{table}] table")
     return Target(
         name=name,
         kind=kind,
@@ -122,7 +125,7 @@ def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
         host=_host(path, data.get("host", {})),
         numerics=_numerics(path, data.get("numerics", {})),
         hardware=hardware,
-        ops=dict(data.get("ops", {})),
+        ops=_ops(path, data.get("ops", {}), hardware),
         inherits=chain,
     )
 
@@ -143,6 +146,45 @@ def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
             raise TargetError(f"{path}: hardware.{f.name}: {value} is out of range [{low}, {high}]")
         values[f.name] = value
     return Hardware(**values)
+
+
+def _ops(path: Path, table: dict[str, Any], hardware: Hardware | None) -> dict[str, dict[str, Any]]:
+    """The VPU op list: each kind known, each constraint key known with a valid limit."""
+    ops = {}
+    for kind, limits in table.items():
+        if kind not in OP_KINDS:
+            raise TargetError(f"{path}: ops.{kind}: unknown VPU op kind (known: {', '.join(OP_KINDS)})")
+        if not isinstance(limits, dict):
+            raise TargetError(f"{path}: ops.{kind}: must be a table")
+        if limits.get("enabled", True) is False:
+            continue
+        for key, value in limits.items():
+            if key != "enabled":
+                _check_limit(path, f"ops.{kind}.{key}", key, value)
+        if OP_KINDS[kind].unit == "lut" and (hardware is None or hardware.lut_entries < 256):
+            entries = 0 if hardware is None else hardware.lut_entries
+            raise TargetError(
+                f"{path}: ops.{kind}: needs a 256-entry lookup table but hardware.lut_entries is {entries}"
+            )
+        ops[kind] = {k: v for k, v in limits.items() if k != "enabled"}
+    return ops
+
+
+def _check_limit(path: Path, where: str, key: str, value: Any) -> None:
+    if key not in KEYED:
+        raise TargetError(f"{path}: {where}: unknown constraint (known: enabled, {', '.join(KEYED)})")
+    param = KEYED[key].param
+    if param == "bool" and not isinstance(value, bool):
+        raise TargetError(f"{path}: {where}: must be true or false, got {value!r}")
+    if param == "range":
+        valid = (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            and 0 <= value[0] <= value[1]
+        )
+        if not valid:
+            raise TargetError(f"{path}: {where}: bad range {value!r}; need [lo, hi] with 0 <= lo <= hi")
 
 
 def _numerics(path: Path, table: dict[str, Any]) -> Numerics:

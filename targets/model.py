@@ -80,6 +80,14 @@ class Target:
     def has_vpu(self) -> bool:
         return self.kind == "vpu"
 
+    def supports(self, kind: str) -> bool:
+        """Whether `kind` (targets.ops.OP_KINDS) is on this target's VPU op list."""
+        return kind in self.ops
+
+    def op_limits(self, kind: str) -> dict[str, Any]:
+        """The [ops.<kind>] table: constraint key -> limit."""
+        return self.ops.get(kind, {})
+
     def to_json(self) -> dict[str, Any]:
         """A plain dict for manifests and reports."""
         out: dict[str, Any] = {
