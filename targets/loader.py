@@ -195,12 +195,27 @@ def _numerics(path: Path, table: dict[str, Any]) -> Numerics:
     return Numerics(requant=requant)
 
 
+HOST_RANGES: dict[str, tuple[int, int]] = {
+    "clock_mhz": (1, 100_000),
+    "macs_per_cycle": (1, 1 << 16),
+    "bytes_per_cycle": (1, 1 << 16),
+    "op_overhead_cycles": (0, 1 << 24),
+}
+
+
 def _host(path: Path, table: dict[str, Any]) -> HostOptions:
-    _check_keys(path, "host", table, ("llvm",))
+    _check_keys(path, "host", table, ("llvm", *HOST_RANGES))
     llvm = table.get("llvm", "llvm")
     if not isinstance(llvm, str) or not llvm.startswith("llvm"):
         raise TargetError(f"{path}: host.llvm: must be an LLVM target string such as 'llvm'")
-    return HostOptions(llvm=llvm)
+    figures = {}
+    for key, (low, high) in HOST_RANGES.items():
+        if key in table:
+            value = _get(path, "host", table, key, int)
+            if not low <= value <= high:
+                raise TargetError(f"{path}: host.{key}: {value} is out of range [{low}, {high}]")
+            figures[key] = value
+    return HostOptions(llvm=llvm, **figures)
 
 
 def _check_keys(path: Path, table: str, values: dict[str, Any], allowed: tuple[str, ...]) -> None:

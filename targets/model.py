@@ -57,9 +57,18 @@ class Numerics:
 
 @dataclass(frozen=True)
 class HostOptions:
-    """How the host (CPU) part is built: the LLVM target string given to relax.build."""
+    """The host CPU: the LLVM target string given to relax.build, and the figures of the
+    partitioner's CPU cost model (docs/partition.md): an op costs
+    op_overhead_cycles + macs / macs_per_cycle + bytes / bytes_per_cycle host cycles."""
 
     llvm: str = "llvm"
+    clock_mhz: int = 2000
+    macs_per_cycle: int = 8
+    bytes_per_cycle: int = 16
+    op_overhead_cycles: int = 2000
+
+    def seconds(self, cycles: float) -> float:
+        return cycles / (self.clock_mhz * 1e6)
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,7 @@ class Target:
             "name": self.name,
             "kind": self.kind,
             "description": self.description,
-            "host": {"llvm": self.host.llvm},
+            "host": {name: getattr(self.host, name) for name in HostOptions.__dataclass_fields__},
             "numerics": {"requant": self.numerics.requant},
         }
         if self.hardware is not None:

@@ -32,6 +32,8 @@ class ImportedModel:
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     folded_nodes: list[tuple[str, str]] = field(default_factory=list)
+    # Relax var name -> ONNX node name: every node's result is bound to a var named after it.
+    var_to_node: dict[str, str] = field(default_factory=dict)
 
 
 def import_model(
@@ -46,18 +48,20 @@ def import_model(
     check_supported(model, name)
     inputs = tensor_specs(model, graph_inputs(model), name)
     outputs = tensor_specs(model, list(model.graph.output), name)
-    mod = _relax_import(model, name, inputs)
-    return ImportedModel(mod, model, name, inputs, outputs, folded.folded)
+    mod, var_to_node = _relax_import(model, name, inputs)
+    return ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
 
 
-def _relax_import(model: onnx.ModelProto, name: str, inputs: list[TensorSpec]) -> tvm.IRModule:
+def _relax_import(
+    model: onnx.ModelProto, name: str, inputs: list[TensorSpec]
+) -> tuple[tvm.IRModule, dict[str, str]]:
     shape_dict = {spec.name: list(spec.shape) for spec in inputs}
     dtype_dict = {spec.name: spec.dtype for spec in inputs}
     try:
-        mod = compat.relax_from_onnx(model, shape_dict, dtype_dict)
+        mod, var_to_node = compat.relax_from_onnx(model, shape_dict, dtype_dict)
     except Exception as exc:  # the importer raises anything from ValueError to TVMError
         raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {_first_line(exc)}") from None
-    return mod
+    return mod, var_to_node
 
 
 def _failing_op(exc: Exception) -> str:

@@ -1,0 +1,110 @@
+"""The fusion audit and the ONNX provenance of bindings, carried on the IRModule itself.
+
+Every pass in compiler/pipeline.py is a pure IRModule -> IRModule function, so what a pass
+learns travels with the module as two module attributes (JSON text):
+
+    vpuc.provenance   {Relax var name: [ONNX node labels]}  which ONNX nodes a binding computes
+    vpuc.audit        [{pattern, nodes, reason, op}]         each fusion made or refused
+
+The provenance comes from the named import (passes/provenance.py): every binding is named
+after the ONNX node that produced it and maps to that node. A pass that fuses bindings gives
+the fused binding the union of their nodes, so a later pass still speaks ONNX names. A
+binding no ONNX node accounts for (a transpose ConvertLayout inserted) maps to
+"(inserted by <pass>)"; a var missing from the map reads "(unnamed)".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+import tvm
+
+from vpuc.compiler import compat
+
+PROVENANCE_ATTR = "vpuc.provenance"
+AUDIT_ATTR = "vpuc.audit"
+UNNAMED = "(unnamed)"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One fusion made (`fused`) or refused (`not_fused`), in ONNX node names."""
+
+    pattern: str
+    nodes: tuple[str, ...]
+    reason: str
+    fused: bool
+    op: str = ""  # what the nodes became (fused entries only)
+
+    def to_json(self) -> dict:
+        out = {"pattern": self.pattern, "nodes": list(self.nodes), "reason": self.reason}
+        if self.op:
+            out["op"] = self.op
+        return out
+
+
+@dataclass
+class Audit:
+    """The audit and provenance read from a module; `attach` writes them onto another."""
+
+    provenance: dict[str, list[str]] = field(default_factory=dict)
+    entries: list[AuditEntry] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, mod: tvm.IRModule) -> Audit:
+        provenance = compat.module_attr(mod, PROVENANCE_ATTR)
+        entries = compat.module_attr(mod, AUDIT_ATTR)
+        return cls(
+            provenance=json.loads(str(provenance)) if provenance is not None else {},
+            entries=[_entry(e) for e in json.loads(str(entries))] if entries is not None else [],
+        )
+
+    def attach(self, mod: tvm.IRModule) -> tvm.IRModule:
+        mod = mod.with_attr(PROVENANCE_ATTR, json.dumps(self.provenance))
+        return mod.with_attr(AUDIT_ATTR, json.dumps([asdict(e) for e in self.entries]))
+
+    def nodes(self, names: Iterable[str]) -> tuple[str, ...]:
+        """ONNX node labels of the given var names, in order, without repeats."""
+        labels: dict[str, None] = {}
+        for name in names:
+            for label in self.provenance.get(name, [UNNAMED]):
+                labels[label] = None
+        return tuple(labels)
+
+    def fused(self, pattern: str, names: Iterable[str], reason: str, op: str) -> None:
+        self.entries.append(AuditEntry(pattern, self.nodes(names), reason, True, op))
+
+    def not_fused(self, pattern: str, names: Iterable[str], reason: str) -> None:
+        entry = AuditEntry(pattern, self.nodes(names), reason, False)
+        if entry not in self.entries:
+            self.entries.append(entry)
+
+    def derive(self, new_name: str, from_names: Iterable[str]) -> None:
+        """`new_name` computes what the `from_names` bindings computed."""
+        self.provenance[new_name] = list(self.nodes(from_names))
+
+    def insert(self, new_name: str, by_pass: str) -> None:
+        self.provenance[new_name] = [f"(inserted by {by_pass})"]
+
+    def to_json(self) -> dict[str, list[dict]]:
+        return {
+            "fused": [e.to_json() for e in self.entries if e.fused],
+            "not_fused": [e.to_json() for e in self.entries if not e.fused],
+        }
+
+
+def _entry(data: dict) -> AuditEntry:
+    return AuditEntry(
+        data["pattern"], tuple(data["nodes"]), data["reason"], bool(data["fused"]), data.get("op", "")
+    )
+
+
+def strip_audit(mod: tvm.IRModule) -> tvm.IRModule:
+    """The module without the vpuc attributes (for building, printing and comparing)."""
+    attrs = mod.attrs
+    if attrs is None or not any(k in (PROVENANCE_ATTR, AUDIT_ATTR) for k in attrs.keys()):
+        return mod
+    kept = {k: attrs[k] for k in attrs.keys() if k not in (PROVENANCE_ATTR, AUDIT_ATTR)}
+    return tvm.IRModule(mod.functions, attrs=kept or None)
