@@ -1,0 +1,73 @@
+"""The VPU partitioner (BYOC): which op runs where, the subgraphs, and what crosses.
+
+    partition_for_vpu(mod, target, ...) -> PartitionResult(mod, report)
+
+Steps:
+  1. annotate   FuseOpsByPattern over the VPU pattern table, every match checked against
+                the target's op list and constraints; MergeCompositeFunctions   (raw cut)
+  2. profit     the profitability rule judges each raw subgraph with the cost model
+  3. annotate   again, with the losing subgraphs' ops blocked                   (final cut)
+  4. report     every ONNX node with device and reason, subgraphs, boundaries, totals
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+import tvm
+
+from vpuc.compiler.partition.annotate import annotate
+from vpuc.compiler.partition.graph import Composite, build_graph, vpu_composites
+from vpuc.compiler.partition.profit import judge
+from vpuc.compiler.partition.report import build_report
+from vpuc.targets import Target
+
+DEFAULT_MIN_SUBGRAPH_OPS = 1
+
+
+@dataclass
+class PartitionResult:
+    mod: tvm.IRModule  # main calls functions with Codegen="vpu"
+    report: dict[str, Any]
+
+
+def partition_for_vpu(
+    mod: tvm.IRModule,
+    target: Target,
+    onnx_model: onnx.ModelProto,
+    provenance: dict[str, list[str]],
+    min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS,
+    profitability: bool = True,
+) -> PartitionResult:
+    """Partition `mod` (after the graph passes) for a VPU target."""
+    graph = build_graph(mod["main"], provenance)
+    raw_mod, raw_annotation = annotate(mod, target)
+    raw = _placement(raw_mod)
+    blocked, verdicts = {}, []
+    if profitability:
+        blocked, verdicts = judge(graph, raw, target, min_subgraph_ops)
+    final_mod, annotation = annotate(mod, target, blocked) if blocked else (raw_mod, raw_annotation)
+    final = _placement(final_mod)
+    report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts)
+    return PartitionResult(final_mod, report)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """An assignment of bindings to VPU subgraphs, read off a partitioned module."""
+
+    composites: tuple[Composite, ...]
+
+    @property
+    def subgraph_of(self) -> dict[str, int]:
+        return {name: c.subgraph for c in self.composites for name in c.members}
+
+    @property
+    def composite_of(self) -> dict[str, Composite]:
+        return {name: c for c in self.composites for name in c.members}
+
+
+def _placement(mod: tvm.IRModule) -> Placement:
+    return Placement(tuple(vpu_composites(mod)))

@@ -1,0 +1,102 @@
+"""BYOC annotation: FuseOpsByPattern with the VPU pattern table, each match checked against
+the target's op list and constraints, then MergeCompositeFunctions.
+
+    main (Relax)  ->  main calling functions with Codegen="vpu", each holding composite
+                      functions "vpu.<op>" whose attribute "vars" lists the original
+                      binding names they took over
+
+A check that refuses a match records why (the constraint's docstring with the target's
+limits and what it found), keyed by the binding name of the op it refused, so the report
+can give every CPU op its reason. `blocked` names bindings that must stay on the CPU
+whatever the checks say (the profitability rule's verdicts), with the reason to report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm
+from tvm import relax
+from tvm.relax.transform import FusionPattern, PatternCheckContext
+
+from vpuc.compiler.partition.opview import op_view
+from vpuc.compiler.partition.patterns import PatternRow, pattern_table
+from vpuc.targets import Target
+from vpuc.targets.constraints import check_op
+
+VARS_ATTR = "vars"
+
+
+@dataclass
+class Annotation:
+    """What the checks decided, by binding name."""
+
+    refusals: dict[str, list[str]] = field(default_factory=dict)  # var -> reasons
+    _taken: dict[int, list[str]] = field(default_factory=dict)  # root expr hash -> vars
+
+    def refuse(self, var: str, reason: str) -> None:
+        reasons = self.refusals.setdefault(var, [])
+        if reason not in reasons:
+            reasons.append(reason)
+
+
+def annotate(
+    mod: tvm.IRModule, target: Target, blocked: dict[str, str] | None = None
+) -> tuple[tvm.IRModule, Annotation]:
+    """Partition `mod` for `target`; returns the module with VPU functions and the record."""
+    annotation = Annotation()
+    blocked = blocked or {}
+    patterns = [_fusion_pattern(row, target, annotation, blocked) for row in pattern_table()]
+    mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
+    mod = relax.transform.MergeCompositeFunctions()(mod)
+    return mod, annotation
+
+
+def _fusion_pattern(row: PatternRow, target: Target, annotation: Annotation, blocked) -> FusionPattern:
+    def check(ctx: PatternCheckContext) -> bool:
+        names = {var: var.name for var in ctx.matched_bindings.keys()}
+        core = ctx.annotated_expr["core"]
+        core_name = _bound_name(ctx, core) or "?"
+        for name in names.values():
+            if name in blocked:
+                annotation.refuse(name, blocked[name])
+                return False
+        refusals = _violations(ctx, core, core_name, target)
+        for var, reason in refusals:
+            annotation.refuse(var, reason)
+        if refusals:
+            return False
+        annotation._taken[hash(ctx.matched_expr)] = sorted(names.values())
+        return True
+
+    def attrs(annotated: dict) -> dict[str, str]:
+        return {VARS_ATTR: ",".join(annotation._taken.get(hash(annotated["root"]), []))}
+
+    return FusionPattern(row.name, row.pattern, row.annotations, check, attrs)
+
+
+def _violations(ctx: PatternCheckContext, core, core_name: str, target: Target) -> list[tuple[str, str]]:
+    """(binding name, reason) for every check the match fails: the core's, then the fused
+    activation's (each against its own kind's limits)."""
+    act = ctx.annotated_expr.get("act")
+    ops = [(core, core_name, act)]
+    if act is not None:
+        ops.append((act, _bound_name(ctx, act) or core_name, None))
+    refusals = []
+    for expr, name, activation in ops:
+        view = op_view(expr, name, activation)
+        if not target.supports(view.kind):
+            refusals.append((name, not_listed_reason(view.kind, target)))
+            continue
+        limits = target.op_limits(view.kind)
+        refusals += [(name, v.reason) for v in check_op(view, limits, target.hardware)]
+    return refusals
+
+
+def not_listed_reason(kind: str, target: Target) -> str:
+    return f"'{kind}' is not on the op list of target '{target.name}'"
+
+
+def _bound_name(ctx: PatternCheckContext, expr) -> str | None:
+    var = ctx.value_to_bound_var.get(expr) if expr in ctx.value_to_bound_var else None
+    return var.name if var is not None else None

@@ -1,0 +1,93 @@
+"""The profitability rule: a VPU subgraph stays on the CPU when moving it costs more than
+it saves, and always when it has fewer ONNX ops than `min_ops`.
+
+Greedy, to a fixpoint: the cost of an assignment is the VPU time of its subgraphs plus the
+CPU time of every op left on the CPU plus the host<->VPU transfer time of its boundaries
+(cost.py). While some subgraph, moved back to the CPU, lowers that total, the subgraph
+that lowers it most moves back. Each subgraph's verdict carries its figures.
+"""
+
+from __future__ import annotations
+
+from vpuc.compiler.partition import cost
+from vpuc.compiler.partition.graph import Graph
+from vpuc.compiler.partition.placement import (
+    SubgraphCost,
+    boundaries,
+    cpu_seconds,
+    onnx_op_count,
+    subgraph_members,
+    transfer_seconds,
+    vpu_cycles_of,
+)
+from vpuc.targets import Target
+
+
+def judge(graph: Graph, placement, target: Target, min_ops: int) -> tuple[dict[str, str], list[SubgraphCost]]:
+    """Returns ({binding name: reason} for the ops to keep on the CPU, a verdict per subgraph).
+    `placement` is the raw cut (a partition.Placement)."""
+    subgraph_of = placement.subgraph_of
+    composites = list(placement.composites)
+    current = dict(subgraph_of)
+    verdicts: dict[int, SubgraphCost] = {}
+    for subgraph, names in subgraph_members(current).items():
+        count = onnx_op_count(graph, names)
+        if count < min_ops:
+            reason = f"kept on the CPU: {count} ONNX op(s), below the minimum of {min_ops} for a VPU subgraph"
+            verdicts[subgraph] = _verdict(graph, current, subgraph, composites, target, False, reason)
+            current = {n: s for n, s in current.items() if s != subgraph}
+    while True:
+        worst = _most_costly(graph, current, composites, target)
+        if worst is None:
+            break
+        verdict = _verdict(graph, current, worst, composites, target, False, "")
+        verdicts[worst] = _with_reason(verdict, False)
+        current = {n: s for n, s in current.items() if s != worst}
+    for subgraph in subgraph_members(current):
+        verdicts[subgraph] = _with_reason(
+            _verdict(graph, current, subgraph, composites, target, True, ""), True
+        )
+    blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if s not in subgraph_members(current)}
+    return blocked, [verdicts[s] for s in sorted(verdicts)]
+
+
+def _most_costly(graph, current, composites, target) -> int | None:
+    """The subgraph whose move to the CPU saves the most time, if any saves time."""
+    best, best_saving = None, 0.0
+    for subgraph in sorted(subgraph_members(current)):
+        verdict = _verdict(graph, current, subgraph, composites, target, True, "")
+        saving = verdict.vpu_s + verdict.transfer_s - verdict.cpu_s
+        if saving > best_saving:
+            best, best_saving = subgraph, saving
+    return best
+
+
+def _verdict(graph, current, subgraph, composites, target, keep, reason) -> SubgraphCost:
+    names = subgraph_members(current)[subgraph]
+    cycles = vpu_cycles_of(graph, [c for c in composites if c.subgraph == subgraph], target)
+    without = {n: s for n, s in current.items() if s != subgraph}
+    added = transfer_seconds(boundaries(graph, current), target) - transfer_seconds(
+        boundaries(graph, without), target
+    )
+    return SubgraphCost(
+        subgraph=subgraph,
+        onnx_ops=onnx_op_count(graph, names),
+        vpu_cycles=cycles,
+        vpu_s=cost.vpu_seconds(cycles, target),
+        transfer_s=added,
+        cpu_s=cpu_seconds(graph, names, target),
+        keep=keep,
+        reason=reason,
+    )
+
+
+def _with_reason(verdict: SubgraphCost, keep: bool) -> SubgraphCost:
+    figures = (
+        f"VPU {verdict.vpu_s * 1e6:.2f} us + host<->VPU transfers {verdict.transfer_s * 1e6:.2f} us "
+        f"vs CPU {verdict.cpu_s * 1e6:.2f} us"
+    )
+    if keep:
+        reason = f"runs on the VPU: {figures}"
+    else:
+        reason = f"kept on the CPU: moving it to the VPU costs more than it saves ({figures})"
+    return SubgraphCost(**{**verdict.__dict__, "keep": keep, "reason": reason})

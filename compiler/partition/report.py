@@ -1,0 +1,163 @@
+"""The partition report: every ONNX node with its device and reason, the VPU subgraphs,
+every boundary with its bytes, and totals for the raw cut and the final decision.
+
+JSON keys (docs/partition.md): `ops` [{name, op, device, subgraph, reason}], `subgraphs`
+[{id, ops}], `boundaries` [{direction, tensor, producer, consumer, shape, dtype, bytes}],
+`totals` and `raw_totals` {vpu_ops, cpu_ops, subgraphs, boundaries, bytes}, plus
+`profitability` (the verdict and figures of every raw subgraph) and `target`.
+
+Ops are ONNX nodes of the prepared model: a Conv and its Relu are two ops even inside one
+composite. A node the graph passes removed without replacing (an Identity, a Dropout) has
+device "none".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+
+from vpuc.compiler.partition.annotate import Annotation, not_listed_reason
+from vpuc.compiler.partition.graph import HOST, Graph
+from vpuc.compiler.partition.placement import Boundary, boundaries
+from vpuc.targets import Target
+
+
+def build_report(
+    graph: Graph, onnx_model: onnx.ModelProto, target: Target, raw, final, annotation: Annotation, verdicts
+) -> dict[str, Any]:
+    """`raw` and `final` are partition.Placement objects."""
+    names = _tensor_names(graph, onnx_model)
+    ops = _op_rows(graph, onnx_model, target, final, annotation, verdicts)
+    subgraphs = _subgraph_rows(graph, onnx_model, final)
+    crossings = [_boundary_row(b, graph, names) for b in boundaries(graph, final.subgraph_of)]
+    return {
+        "target": target.name,
+        "ops": ops,
+        "subgraphs": subgraphs,
+        "boundaries": crossings,
+        "totals": _totals(ops, subgraphs, crossings),
+        "raw_totals": _raw_totals(graph, onnx_model, raw),
+        "profitability": [v.to_json() for v in verdicts],
+    }
+
+
+def _node_devices(graph: Graph, subgraph_of: dict[str, int]) -> dict[str, set]:
+    devices: dict[str, set] = {}
+    for op in graph.ops.values():
+        for node in op.onnx_nodes:
+            devices.setdefault(node, set()).add(subgraph_of.get(op.name, "cpu"))
+    return devices
+
+
+def _op_rows(graph, onnx_model, target, final, annotation, verdicts) -> list[dict[str, Any]]:
+    devices = _node_devices(graph, final.subgraph_of)
+    composite_of = final.composite_of
+    rows = []
+    for node in onnx_model.graph.node:
+        placed = devices.get(node.name)
+        if not placed:
+            rows.append(_row(node, "none", None, "removed by the graph passes: computes nothing at run time"))
+            continue
+        vpu = sorted(d for d in placed if d != "cpu")
+        if vpu:
+            composite = next(
+                composite_of[op.name].name for op in _ops_of(graph, node.name) if op.name in composite_of
+            )
+            rows.append(_row(node, "vpu", vpu[0], f"{composite} in VPU subgraph {vpu[0]}"))
+        else:
+            rows.append(_row(node, "cpu", None, _cpu_reason(graph, node, target, annotation)))
+    return rows
+
+
+def _row(node: onnx.NodeProto, device: str, subgraph, reason: str) -> dict[str, Any]:
+    return {"name": node.name, "op": node.op_type, "device": device, "subgraph": subgraph, "reason": reason}
+
+
+def _ops_of(graph: Graph, node_name: str):
+    return [op for op in graph.ops.values() if node_name in op.onnx_nodes]
+
+
+def _cpu_reason(graph: Graph, node: onnx.NodeProto, target: Target, annotation: Annotation) -> str:
+    ops = _ops_of(graph, node.name)
+    for op in ops:  # binding order: the node's core op (a Conv's conv2d) before its bias add
+        if op.name in annotation.refusals:
+            return "; ".join(annotation.refusals[op.name])
+    for op in reversed(ops):
+        if op.view is not None and op.view.kind != "unknown" and not target.supports(op.view.kind):
+            return not_listed_reason(op.view.kind, target)
+    computing = [op for op in ops if op.relax_op is not None and not op.is_qdq]
+    if computing:
+        return f"no VPU op covers {node.op_type} (Relax {computing[-1].relax_op})"
+    return f"no VPU op covers {node.op_type}"
+
+
+def _subgraph_rows(graph, onnx_model, placement) -> list[dict[str, Any]]:
+    rows: dict[int, list[str]] = {}
+    order = [n.name for n in onnx_model.graph.node]
+    for name, subgraph in placement.subgraph_of.items():
+        rows.setdefault(subgraph, []).extend(graph.ops[name].onnx_nodes)
+    return [
+        {"id": subgraph, "ops": sorted(set(nodes), key=order.index)}
+        for subgraph, nodes in sorted(rows.items())
+    ]
+
+
+def _tensor_names(graph: Graph, onnx_model: onnx.ModelProto) -> dict[str, str]:
+    """Binding or input name -> the ONNX tensor it holds (its last node's first output)."""
+    outputs = {node.name: node.output[0] for node in onnx_model.graph.node if node.output}
+    names = {name: name for name in graph.inputs}
+    for op in graph.ops.values():
+        names[op.name] = outputs.get(op.onnx_nodes[-1], op.name) if op.onnx_nodes else op.name
+    return names
+
+
+def _endpoint(graph: Graph, name: str, side: str, names: dict[str, str], tensor: str) -> str:
+    """How a boundary's end reads in the report: an ONNX node, `input:x` or `output:y`."""
+    if name == HOST:
+        return f"output:{names.get(tensor, tensor)}"
+    if name in graph.inputs:
+        return f"input:{name}"
+    op = graph.ops[name]
+    return op.onnx_nodes[-1 if side == "producer" else 0] if op.onnx_nodes else name
+
+
+def _boundary_row(boundary: Boundary, graph: Graph, names: dict[str, str]) -> dict[str, Any]:
+    ends = [_endpoint(graph, c, "consumer", names, boundary.tensor) for c in boundary.consumers]
+    return {
+        "direction": boundary.direction,
+        "tensor": names.get(boundary.tensor, boundary.tensor),
+        "producer": _endpoint(graph, boundary.tensor, "producer", names, boundary.tensor),
+        "consumer": ", ".join(dict.fromkeys(ends)),
+        "shape": list(boundary.shape),
+        "dtype": "int8",
+        "bytes": boundary.nbytes,
+    }
+
+
+def _totals(ops, subgraphs, crossings) -> dict[str, int]:
+    return {
+        "vpu_ops": sum(1 for op in ops if op["device"] == "vpu"),
+        "cpu_ops": sum(1 for op in ops if op["device"] == "cpu"),
+        "subgraphs": len(subgraphs),
+        "boundaries": len(crossings),
+        "bytes": sum(b["bytes"] for b in crossings),
+    }
+
+
+def _raw_totals(graph, onnx_model, raw) -> dict[str, int]:
+    devices = _node_devices(graph, raw.subgraph_of)
+    vpu = sum(1 for node in onnx_model.graph.node if any(d != "cpu" for d in devices.get(node.name, ())))
+    cpu = sum(
+        1
+        for node in onnx_model.graph.node
+        if devices.get(node.name) and all(d == "cpu" for d in devices[node.name])
+    )
+    found = boundaries(graph, raw.subgraph_of)
+    return {
+        "vpu_ops": vpu,
+        "cpu_ops": cpu,
+        "subgraphs": len(set(raw.subgraph_of.values())),
+        "boundaries": len(found),
+        "bytes": sum(b.nbytes for b in found),
+    }

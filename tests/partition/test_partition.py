@@ -1,0 +1,122 @@
+"""The partitioner on models of the shapes users bring: which op runs where and why, the
+subgraphs, and every boundary with its int8 bytes (computed here by hand from the shapes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from models import opzoonet_shaped, strided_conv_model, tinyconvnet_shaped  # noqa: I001
+
+from vpuc.compiler.partition import partition_for_vpu
+from vpuc.compiler.partition.draw import to_dot
+from vpuc.targets import load_target
+
+
+@pytest.fixture
+def partition(prepare):
+    def run(model, target="vpu", **options):
+        mod, imported, provenance = prepare(model)
+        result = partition_for_vpu(mod, load_target(target), imported.onnx_model, provenance, **options)
+        return result.report
+
+    return run
+
+
+def test_tinyconvnet_raw_cut(partition):
+    report = partition(tinyconvnet_shaped())
+    # By the op list alone: the trunk and Flatten+Gemm, split by the pool.
+    # Boundaries: input 1x3x16x16 (768 B) in, trunk 1x32x4x4 (512 B) out, pooled 1x32x1x1
+    # (32 B) in, logits 1x4 (4 B) out.
+    assert report["raw_totals"] == {
+        "vpu_ops": 12,
+        "cpu_ops": 1,
+        "subgraphs": 2,
+        "boundaries": 4,
+        "bytes": 768 + 512 + 32 + 4,
+    }
+    gap = next(op for op in report["ops"] if op["name"] == "head/gap")
+    assert (
+        gap["device"] == "cpu" and gap["reason"] == "'global_avg_pool' is not on the op list of target 'vpu'"
+    )
+
+
+def test_tinyconvnet_final_decision_keeps_the_trunk(partition):
+    report = partition(tinyconvnet_shaped())
+    trunk = report["subgraphs"][0]
+    assert trunk["ops"][:3] == ["stage1/conv", "stage1/relu", "stage2/conv"] and "stage4/pool" in trunk["ops"]
+    boundaries = {(b["direction"], b["tensor"]): b for b in report["boundaries"]}
+    assert boundaries[("CPU->VPU", "input")]["bytes"] == 768
+    assert boundaries[("VPU->CPU", "stage4/pool:0")] | {} == {
+        "direction": "VPU->CPU", "tensor": "stage4/pool:0", "producer": "stage4/pool", "consumer": "head/gap",
+        "shape": [1, 32, 4, 4], "dtype": "int8", "bytes": 512,
+    }  # fmt: skip
+    judged = {v["subgraph"]: v for v in report["profitability"]}
+    assert len(judged) == 2
+    for verdict in judged.values():
+        # The decision follows the figures: VPU time plus the transfers it adds vs CPU time.
+        vpu_side = verdict["vpu_us"] + verdict["transfer_us"]
+        assert (verdict["decision"] == "vpu") == (vpu_side <= verdict["cpu_us"])
+    totals = report["totals"]
+    assert totals["vpu_ops"] + totals["cpu_ops"] == 13
+    assert totals["bytes"] == sum(b["bytes"] for b in report["boundaries"])
+
+
+def test_json_keys_are_exactly_the_documented_ones(partition):
+    report = json.loads(json.dumps(partition(tinyconvnet_shaped())))
+    assert {"ops", "subgraphs", "boundaries", "totals", "raw_totals"} <= set(report)
+    assert all(set(op) == {"name", "op", "device", "subgraph", "reason"} for op in report["ops"])
+    assert all(set(s) == {"id", "ops"} for s in report["subgraphs"])
+    assert all(
+        set(b) == {"direction", "tensor", "producer", "consumer", "shape", "dtype", "bytes"}
+        for b in report["boundaries"]
+    )
+    for key in ("totals", "raw_totals"):
+        assert set(report[key]) == {"vpu_ops", "cpu_ops", "subgraphs", "boundaries", "bytes"}
+
+
+def test_opzoonet_is_cut_into_pieces_each_judged(partition):
+    report = partition(opzoonet_shaped(), min_subgraph_ops=1)
+    raw = report["raw_totals"]
+    ops = report["ops"]
+    assert raw["cpu_ops"] > len(ops) / 2
+    # Every VPU-capable op sits between unsupported ones: one-op subgraphs.
+    assert raw["subgraphs"] >= 4
+    assert len(report["profitability"]) == raw["subgraphs"]
+    reasons = {op["name"]: op["reason"] for op in ops}
+    assert reasons["sig1"] == "'sigmoid' is not on the op list of target 'vpu'"
+    assert reasons["softmax"].startswith("no VPU op covers Softmax")
+    assert reasons["mm2"] != "" and reasons["avg1"] == "'avg_pool2d' is not on the op list of target 'vpu'"
+
+
+def test_min_subgraph_ops_keeps_small_subgraphs_on_the_cpu(partition):
+    report = partition(opzoonet_shaped(), min_subgraph_ops=3)
+    small = [v for v in report["profitability"] if v["onnx_ops"] < 3]
+    assert small and all(v["decision"] == "cpu" and "below the minimum of 3" in v["reason"] for v in small)
+    assert all(op["device"] != "vpu" or op["subgraph"] is not None for op in report["ops"])
+
+
+def test_vpu_plus_has_fewer_cpu_ops_and_boundaries(partition):
+    for model in (tinyconvnet_shaped, opzoonet_shaped):
+        base = partition(model(), "vpu", profitability=False)["raw_totals"]
+        plus = partition(model(), "vpu-plus", profitability=False)["raw_totals"]
+        assert plus["cpu_ops"] < base["cpu_ops"]
+        assert plus["boundaries"] < base["boundaries"]
+
+
+def test_constraint_violation_is_the_reason(partition):
+    report = partition(strided_conv_model(stride=4), profitability=False)
+    conv = next(op for op in report["ops"] if op["name"] == "conv")
+    assert conv["device"] == "cpu"
+    assert conv["reason"] == "Stride must be between 1 and 3 in both H and W (got 4x4)"
+    ok = partition(strided_conv_model(stride=2), profitability=False)
+    assert all(op["device"] == "vpu" for op in ok["ops"])
+
+
+def test_drawing_clusters_subgraphs_and_labels_crossings(partition, prepare):
+    model = tinyconvnet_shaped()
+    report = partition(model, profitability=False)
+    dot = to_dot(report, model).source
+    assert dot.count("subgraph cluster_vpu") == 2
+    assert 'label="512 B"' in dot and "dashed" in dot
+    assert dot.count("style=dashed") == 4
