@@ -27,10 +27,26 @@ from vpuc.targets import Target
 DEFAULT_MIN_SUBGRAPH_OPS = 1
 
 
+@dataclass(frozen=True)
+class Placement:
+    """An assignment of bindings to VPU subgraphs, read off a partitioned module."""
+
+    composites: tuple[Composite, ...]
+
+    @property
+    def subgraph_of(self) -> dict[str, int]:
+        return {name: c.subgraph for c in self.composites for name in c.members}
+
+    @property
+    def composite_of(self) -> dict[str, Composite]:
+        return {name: c for c in self.composites for name in c.members}
+
+
 @dataclass
 class PartitionResult:
     mod: tvm.IRModule  # main calls functions with Codegen="vpu"
     report: dict[str, Any]
+    placement: Placement  # the final decision: which bindings of the input `mod` go where
 
 
 def partition_for_vpu(
@@ -51,22 +67,7 @@ def partition_for_vpu(
     final_mod, annotation = annotate(mod, target, blocked) if blocked else (raw_mod, raw_annotation)
     final = _placement(final_mod)
     report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts)
-    return PartitionResult(final_mod, report)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """An assignment of bindings to VPU subgraphs, read off a partitioned module."""
-
-    composites: tuple[Composite, ...]
-
-    @property
-    def subgraph_of(self) -> dict[str, int]:
-        return {name: c.subgraph for c in self.composites for name in c.members}
-
-    @property
-    def composite_of(self) -> dict[str, Composite]:
-        return {name: c for c in self.composites for name in c.members}
+    return PartitionResult(final_mod, report, final)
 
 
 def _placement(mod: tvm.IRModule) -> Placement:
