@@ -4,14 +4,16 @@ transfer cycles of ops described by OpViews, from the Target's figures alone.
 The compiler never imports the simulator; this model is its own, documented in
 docs/partition.md, and tests keep it close to what the simulator measures.
 
-VPU, per op (cycles at hardware.clock_mhz):
-    MAC ops   compute = out_pixels * ceil(K / mac_rows) * ceil(N / mac_cols) (per group),
-              K = reduction length (Cin/groups * kh * kw, or the dense K), N = out channels
-    vector    compute = ceil(elements * window / vector_lanes)
-    reshape   0
+VPU, per op (cycles at hardware.clock_mhz), by the simulator's cost functions (docs/isa.md):
+    conv      ceil(groups/packed) * ceil(cin_g/rows) * ceil(cout_g/cols) * out_h*out_w*kh*kw
+              + rows + cols
+    dense     ceil(k/rows) * ceil(n/cols) * m + rows + cols
+    pooling   ceil(channels/lanes) * out pixels * window
+    others    ceil(elements/lanes); reshape 0
     memory    every op streams its inputs, weights and output through DRAM:
               dram_latency_cycles per tensor + ceil(bytes / dram_bytes_per_cycle)
-    op        max(compute, memory) (DMA overlaps compute) + ceil(out / lanes) epilogue
+    op        max(compute, memory) (DMA overlaps compute) + requant epilogue of MAC ops,
+              ceil(channels/lanes) * pixels
 Host CPU, per op (cycles at host.clock_mhz):
     op_overhead_cycles + macs / macs_per_cycle + float32 bytes moved / bytes_per_cycle
 Transfer of N bytes over the host link: host_link_latency_cycles + ceil(N / bytes_per_cycle)
@@ -49,22 +51,45 @@ def macs(view: OpView) -> int:
 
 
 def vpu_compute_cycles(view: OpView, target: Target) -> int:
+    """Cycles of the op's own unit, by the cost functions of docs/isa.md."""
     hw = target.hardware
     if view.kind == "reshape":
         return 0
-    if view.kind not in MAC_KINDS:
-        return -(-macs(view) // hw.vector_lanes)
-    out = view.output_shape
     if view.kind == "conv2d":
-        kh, kw = view.attrs.get("kernel", (1, 1))
-        groups = max(view.attrs.get("groups", 1), 1)
-        k = view.attrs.get("in_channels", 1) // groups * kh * kw
-        n = view.attrs.get("out_channels", 1) // groups
-        pixels = _count(out) // max(view.attrs.get("out_channels", 1), 1)
-        return groups * pixels * -(-k // hw.mac_rows) * -(-n // hw.mac_cols)
-    k, n = view.input_shape(0)[-1], out[-1]
-    rows = _count(out) // max(n, 1)
-    return rows * -(-k // hw.mac_rows) * -(-n // hw.mac_cols)
+        return _conv_cycles(view, target)
+    if view.kind in ("dense", "matmul"):
+        k, n = view.input_shape(0)[-1], view.output_shape[-1]
+        m = _count(view.output_shape) // max(n, 1)
+        return -(-k // hw.mac_rows) * -(-n // hw.mac_cols) * m + hw.mac_rows + hw.mac_cols
+    channels, pixels = _channels_pixels(view.output_shape)
+    if view.kind in ("max_pool2d", "avg_pool2d", "global_avg_pool"):
+        window = math.prod(view.attrs.get("pool", (1, 1)))
+        if view.kind == "global_avg_pool":
+            window = _count(view.input_shape(0)) // max(channels, 1) // max(pixels, 1)
+        return -(-channels // hw.vector_lanes) * pixels * window
+    return -(-_count(view.output_shape) // hw.vector_lanes)
+
+
+def _conv_cycles(view: OpView, target: Target) -> int:
+    """conv: ceil(groups/packed) * ceil(cin_g/rows) * ceil(cout_g/cols) * out_h*out_w*kh*kw
+    + rows + cols, groups too narrow for the array packed side by side (docs/isa.md)."""
+    hw = target.hardware
+    groups = max(view.attrs.get("groups", 1), 1)
+    cin_g = max(view.attrs.get("in_channels", 1) // groups, 1)
+    cout_g = max(view.attrs.get("out_channels", 1) // groups, 1)
+    packed = max(1, min(groups, hw.mac_rows // cin_g, hw.mac_cols // cout_g))
+    kh, kw = view.attrs.get("kernel", (1, 1))
+    _, pixels = _channels_pixels(view.output_shape)
+    passes = -(-groups // packed) * -(-cin_g // hw.mac_rows) * -(-cout_g // hw.mac_cols)
+    return passes * pixels * kh * kw + hw.mac_rows + hw.mac_cols
+
+
+def _channels_pixels(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(channels, pixels) of a logical NCHW tensor, or of a [..., C] matrix."""
+    if len(shape) == 4:
+        return shape[1], shape[0] * shape[2] * shape[3]
+    channels = shape[-1] if shape else 1
+    return channels, _count(shape) // max(channels, 1)
 
 
 def vpu_memory_cycles(view: OpView, target: Target) -> int:
@@ -79,10 +104,14 @@ def vpu_memory_cycles(view: OpView, target: Target) -> int:
 
 
 def vpu_cycles(view: OpView, target: Target) -> int:
-    """Estimated VPU cycles of one op (with its fused epilogue)."""
+    """Estimated VPU cycles of one op: its unit's cycles or its DMA, whichever is longer
+    (they overlap), then the requantisation epilogue of a MAC op."""
     if view.kind == "reshape":
         return 0
-    epilogue = -(-_count(view.output_shape) // target.hardware.vector_lanes)
+    epilogue = 0
+    if view.kind in ("conv2d", "dense", "matmul"):
+        channels, pixels = _channels_pixels(view.output_shape)
+        epilogue = -(-channels // target.hardware.vector_lanes) * pixels
     return max(vpu_compute_cycles(view, target), vpu_memory_cycles(view, target)) + epilogue
 
 
