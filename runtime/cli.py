@@ -31,15 +31,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(handler=run_command)
 
-    import importlib.util
-
-    if importlib.util.find_spec("vpuc.sim.commands") is None:  # TEMP until the simulator lands
-        return
     from vpuc.sim import commands as sim_commands
 
     p = sub.add_parser("sim", help="assemble and simulate a hand-written VPU program")
     sim_commands.add_sim_arguments(p)
     p.set_defaults(handler=sim_commands.sim_command)
+    p = sub.add_parser("asm", help="assemble a VPU program (.s) into a binary (.bin)")
+    sim_commands.add_asm_arguments(p)
+    p.set_defaults(handler=sim_commands.asm_command)
     p = sub.add_parser("disasm", help="disassemble a binary VPU program")
     sim_commands.add_disasm_arguments(p)
     p.set_defaults(handler=sim_commands.disasm_command)

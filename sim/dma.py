@@ -1,0 +1,64 @@
+"""The DMA unit: load (DRAM -> SRAM) and store (SRAM -> DRAM) of strided blocks.
+
+One of the operation modules gathered by ops.py. A transfer moves `planes x rows x
+row_bytes` bytes; rows and planes are strided independently on each side (1-D, 2-D, 3-D
+blocks). Cost: `Hardware.dram_cycles(bytes)` = latency + ceil(bytes / bandwidth).
+The source may repeat bytes (stride 0 broadcasts); destination rows must not overlap.
+"""
+
+from __future__ import annotations
+
+from vpuc.sim.isa import Dma, Opcode, Unit
+from vpuc.sim.machine import Plan, State, require, require_positive
+
+
+def plan_dma(instruction: Dma, state: State) -> Plan:
+    i = instruction
+    require_positive(i, "row_bytes", "rows", "planes")
+    shape = (i.planes, i.rows, i.row_bytes)
+    nbytes = i.planes * i.rows * i.row_bytes
+    dram_strides = (i.dram_row_stride, i.dram_plane_stride)
+    sram_strides = (i.sram_row_stride, i.sram_plane_stride)
+    load = i.opcode == Opcode.LOAD
+    _require_disjoint_rows(shape, *(("sram", sram_strides) if load else ("dram", dram_strides)))
+    state.dram.block(i.dram, shape, dram_strides, "read" if load else "write")
+    sram = state.sram.block(i.sram, shape, sram_strides, "write" if load else "read")
+    cycles = state.hardware.dram_cycles(nbytes)
+    if load:
+        return Plan(Unit.DMA, cycles, writes=(sram,), dram_read_bytes=nbytes)
+    return Plan(Unit.DMA, cycles, reads=(sram,), dram_written_bytes=nbytes)
+
+
+def _require_disjoint_rows(shape: tuple[int, int, int], side: str, strides: tuple[int, int]) -> None:
+    """The destination's rows and planes may not overlap (the source's may)."""
+    planes, rows, row_bytes = shape
+    row_stride, plane_stride = strides
+    require(
+        rows == 1 or row_stride >= row_bytes,
+        "destination rows overlap: {}_row_stride {} < row_bytes {}",
+        side,
+        row_stride,
+        row_bytes,
+    )
+    plane_extent = (rows - 1) * row_stride + row_bytes
+    require(
+        planes == 1 or plane_stride >= plane_extent,
+        "destination planes overlap: {}_plane_stride {} < {}",
+        side,
+        plane_stride,
+        plane_extent,
+    )
+
+
+def run_load(instruction: Dma, state: State) -> None:
+    i = instruction
+    shape = (i.planes, i.rows, i.row_bytes)
+    source = state.dram.strided(i.dram, shape, (i.dram_row_stride, i.dram_plane_stride))
+    state.sram.strided(i.sram, shape, (i.sram_row_stride, i.sram_plane_stride))[...] = source
+
+
+def run_store(instruction: Dma, state: State) -> None:
+    i = instruction
+    shape = (i.planes, i.rows, i.row_bytes)
+    source = state.sram.strided(i.sram, shape, (i.sram_row_stride, i.sram_plane_stride))
+    state.dram.strided(i.dram, shape, (i.dram_row_stride, i.dram_plane_stride))[...] = source

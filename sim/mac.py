@@ -1,0 +1,219 @@
+"""The MAC array: conv (grouped, dilated, padded, depthwise) and matmul into int32 accumulators.
+
+One of the operation modules gathered by ops.py. Semantics (the living definition is
+reference.py): acc = wrap32(sum((x - src_zp) * w) [+ bias] [+ acc already at dst]), pad
+values equal src_zp so they contribute nothing.
+
+Speed: a whole tile is one numpy matrix product in float32, exact because int8 x int8
+products are at most 2^14 in magnitude: a reduction of up to 1023 of them stays below 2^24
+whatever the summation order, so longer reductions are summed in blocks of 1023 and the
+blocks' int32 results added (wrapping, as the accumulators do). Zero points are folded out
+afterwards: sum((x - zp) w) = sum(x w) - zp sum(w). The float32 windows and weights of the
+last conv stay in State.memo until SRAM under them is written, so convs that stream weight
+chunks over one resident input, or row tiles under one weight chunk, convert them once.
+
+Cost: a rows x cols array takes ceil(cin_g/rows) * ceil(cout_g/cols) passes per output
+pixel and kernel tap; groups too narrow for the array are packed side by side
+(block-diagonal, as for depthwise), plus rows + cols cycles to fill and drain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.sim.isa import Conv, Matmul, Unit
+from vpuc.sim.machine import (
+    Plan,
+    State,
+    ceil_div,
+    output_size,
+    require,
+    require_padded_fits,
+    require_positive,
+    window_view,
+)
+from vpuc.sim.memory import Region
+from vpuc.targets import Hardware
+
+EXACT_BLOCK_K = 1023  # K * 2^14 < 2^24: a float32 sum of this many products is exact
+CHUNK_ELEMENTS = 1 << 22  # window elements converted at once (bounds the simulator's memory)
+MAX_ROW_ELEMENTS = 1 << 26  # simulator limit: window elements of one output row
+# the fields that decide a conv's windows (the memo's key)
+WINDOW_FIELDS = ("src", "in_h", "in_w", "in_c", "kernel_h", "kernel_w", "stride_h", "stride_w",
+                 "dilation_h", "dilation_w", "pad_top", "pad_bottom", "pad_left", "pad_right",
+                 "groups", "src_zp")  # fmt: skip
+
+
+def mac_cycles(hardware: Hardware, groups: int, cin_g: int, cout_g: int, steps: int) -> int:
+    """Cycles for `steps` (pixels x taps) of a grouped product on the array."""
+    rows, cols = hardware.mac_rows, hardware.mac_cols
+    packed = max(1, min(groups, rows // cin_g, cols // cout_g))
+    passes = ceil_div(groups, packed) * ceil_div(cin_g, rows) * ceil_div(cout_g, cols)
+    return passes * steps + rows + cols
+
+
+def conv_output_shape(i: Conv) -> tuple[int, int]:
+    return (
+        output_size(i.in_h, i.pad_top, i.pad_bottom, i.kernel_h, i.stride_h, i.dilation_h),
+        output_size(i.in_w, i.pad_left, i.pad_right, i.kernel_w, i.stride_w, i.dilation_w),
+    )
+
+
+def plan_conv(instruction: Conv, state: State) -> Plan:
+    i = instruction
+    require_positive(
+        i,
+        "in_h",
+        "in_w",
+        "in_c",
+        "out_c",
+        "kernel_h",
+        "kernel_w",
+        "stride_h",
+        "stride_w",
+        "dilation_h",
+        "dilation_w",
+        "groups",
+    )
+    require(i.in_c % i.groups == 0, "in_c {} is not a multiple of groups {}", i.in_c, i.groups)
+    require(i.out_c % i.groups == 0, "out_c {} is not a multiple of groups {}", i.out_c, i.groups)
+    out_h, out_w = conv_output_shape(i)
+    require(out_h >= 1 and out_w >= 1, "the kernel does not fit: output {} x {}", out_h, out_w)
+    require_padded_fits(i, i.in_c)
+    row_elements = out_w * i.kernel_h * i.kernel_w * i.in_c
+    require(
+        row_elements <= MAX_ROW_ELEMENTS,
+        "simulator limit: one output row spans {} window elements (at most {})",
+        row_elements,
+        MAX_ROW_ELEMENTS,
+    )
+    cin_g, cout_g, taps = i.in_c // i.groups, i.out_c // i.groups, i.kernel_h * i.kernel_w
+    sram = state.sram
+    reads = [
+        sram.region(i.src, i.in_h * i.in_w * i.in_c, "read of 'src'"),
+        sram.region(i.weights, i.out_c * taps * cin_g, "read of 'weights'"),
+    ]
+    dst = sram.region(i.dst, out_h * out_w * i.out_c * 4, "int32 'dst'", align=4)
+    reads += _bias_and_accumulator(i, state, i.out_c, dst)
+    cycles = mac_cycles(state.hardware, i.groups, cin_g, cout_g, out_h * out_w * taps)
+    macs = out_h * out_w * i.out_c * taps * cin_g
+    return Plan(Unit.MAC, cycles, macs, tuple(reads), (dst,))
+
+
+def plan_matmul(instruction: Matmul, state: State) -> Plan:
+    i = instruction
+    require_positive(i, "m", "k", "n")
+    sram = state.sram
+    reads = [
+        sram.region(i.src, i.m * i.k, "read of 'src'"),
+        sram.region(i.weights, i.n * i.k, "read of 'weights'"),
+    ]
+    dst = sram.region(i.dst, i.m * i.n * 4, "int32 'dst'", align=4)
+    reads += _bias_and_accumulator(i, state, i.n, dst)
+    cycles = mac_cycles(state.hardware, 1, i.k, i.n, i.m)
+    return Plan(Unit.MAC, cycles, i.m * i.n * i.k, tuple(reads), (dst,))
+
+
+def _bias_and_accumulator(i: Conv | Matmul, state: State, out_c: int, dst) -> list:
+    reads = []
+    if i.with_bias:
+        reads.append(state.sram.region(i.bias, out_c * 4, "int32 'bias'", align=4))
+    if i.accumulate:
+        reads.append(dst)
+    return reads
+
+
+def run_conv(instruction: Conv, state: State) -> None:
+    i = instruction
+    x = state.sram.view(i.src, (i.in_h, i.in_w, i.in_c), np.int8)
+    w = state.sram.view(i.weights, (i.out_c, i.kernel_h, i.kernel_w, i.in_c // i.groups), np.int8)
+    windows = conv_windows(x, i)
+    out_h, out_w = windows.shape[:2]
+    rows = max(1, CHUNK_ELEMENTS // (out_w * i.kernel_h * i.kernel_w * i.in_c))
+    parts = [_conv_rows(windows[r : r + rows], w, i, state, rows >= out_h) for r in range(0, out_h, rows)]
+    _write_accumulators(i, state, parts[0] if len(parts) == 1 else np.concatenate(parts), i.out_c)
+
+
+def _conv_rows(windows: np.ndarray, w: np.ndarray, i: Conv, state: State, whole: bool) -> np.ndarray:
+    """(rows, out_w, out_c) int32 for some output rows' windows (whole: all of the tile's)."""
+    if w.shape[3] == 1 and i.groups > 1:
+        return depthwise_int32(windows, w, i.src_zp)
+    weights = _float_weights(w.reshape(i.groups, w.shape[0] // i.groups, -1), i.weights, state)
+    product = dot_int32(_columns(windows, i, state, whole), *weights, i.src_zp)
+    return product.transpose(1, 0, 2).reshape(*windows.shape[:2], -1)
+
+
+def run_matmul(instruction: Matmul, state: State) -> None:
+    i = instruction
+    x = state.sram.view(i.src, (1, i.m, i.k), np.int8)
+    weights = _float_weights(state.sram.view(i.weights, (1, i.n, i.k), np.int8), i.weights, state)
+    _write_accumulators(i, state, dot_int32(x.astype(np.float32), *weights, i.src_zp)[0], i.n)
+
+
+def _write_accumulators(i: Conv | Matmul, state: State, acc: np.ndarray, out_c: int) -> None:
+    """dst = acc [+ bias] [+ dst], all in wrapping int32."""
+    if i.with_bias:
+        acc += state.sram.view(i.bias, (out_c,), np.int32)
+    dst = state.sram.view(i.dst, acc.shape, np.int32)
+    if i.accumulate:
+        dst += acc
+    else:
+        dst[...] = acc
+
+
+def conv_windows(x: np.ndarray, i: Conv) -> np.ndarray:
+    """The (out_h, out_w, kh, kw, in_c) int8 view of every window, padded with src_zp."""
+    return window_view(x, i, i.src_zp, conv_output_shape(i), (i.dilation_h, i.dilation_w))
+
+
+def _columns(windows: np.ndarray, i: Conv, state: State, whole: bool) -> np.ndarray:
+    """(groups, pixels, taps * cin_g) float32 windows; the whole tile's are kept in State."""
+    key = tuple(getattr(i, name) for name in WINDOW_FIELDS)
+    if whole and (columns := state.recall("windows", key)) is not None:
+        return columns
+    out_h, out_w, kh, kw, in_c = windows.shape
+    cin_g = in_c // i.groups
+    columns = windows.reshape(out_h, out_w, kh, kw, i.groups, cin_g).transpose(4, 0, 1, 2, 3, 5)
+    columns = columns.astype(np.float32, order="C").reshape(i.groups, out_h * out_w, -1)
+    if whole:
+        region = Region(i.src, i.src + i.in_h * i.in_w * in_c)
+        state.remember("windows", key, region, columns)
+    return columns
+
+
+def _float_weights(w: np.ndarray, addr: int, state: State) -> tuple[np.ndarray, np.ndarray]:
+    """(G, K, N) float32 weights and their (G, N) int32 sums, for w (G, N, K) int8 at addr."""
+    key = (addr, w.shape)
+    if (weights := state.recall("weights", key)) is not None:
+        return weights
+    value = (w.astype(np.float32).transpose(0, 2, 1), w.sum(axis=2, dtype=np.int32))
+    return state.remember("weights", key, Region(addr, addr + w.nbytes), value)
+
+
+def dot_int32(x: np.ndarray, weights: np.ndarray, sums: np.ndarray, zp: int) -> np.ndarray:
+    """(G, P, N) int32 = (x - zp) @ weights per group: x (G, P, K) and weights (G, K, N)
+    float32 holding int8 values, sums (G, N) the int32 sums of weights over K."""
+    k = x.shape[-1]
+    blocks = -(-k // EXACT_BLOCK_K)
+    step = -(-k // blocks)  # equal blocks of at most EXACT_BLOCK_K
+    acc = np.matmul(x[..., :step], weights[:, :step]).astype(np.int32)
+    for k0 in range(step, k, step):
+        acc += np.matmul(x[..., k0 : k0 + step], weights[:, k0 : k0 + step]).astype(np.int32)
+    if zp:  # int32 sums wrap, but so does everything else: the result is exact mod 2^32
+        acc -= np.int32(zp) * sums[:, None, :]
+    return acc
+
+
+def depthwise_int32(windows: np.ndarray, w: np.ndarray, zp: int) -> np.ndarray:
+    """(out_h, out_w, out_c) int32 of a convolution with one input channel per group."""
+    out_h, out_w, kh, kw, groups = windows.shape
+    multiplier = w.shape[0] // groups
+    weights = w.reshape(groups, multiplier, kh, kw).astype(np.int32)
+    acc = np.zeros((out_h, out_w, groups, multiplier), dtype=np.int32)
+    for ky in range(kh):
+        for kx in range(kw):
+            acc += windows[:, :, ky, kx, :, None] * weights[:, :, ky, kx]
+    acc = acc.reshape(out_h, out_w, groups * multiplier)
+    if zp:
+        acc -= np.int32(zp) * w.reshape(groups * multiplier, -1).sum(axis=1, dtype=np.int32)
+    return acc

@@ -1,0 +1,96 @@
+"""The vector unit's rounding arithmetic, vectorised: requantisation and rescaled addition.
+
+Used by vector.py and pool.py; reference.py defines the same formulas element by element,
+and tests hold the two together. Two requantisation modes (Target.numerics.requant):
+
+- "float32" (onnxruntime-exact): y = clamp(rne(f32(f32(acc) * M)) + zp, lo, hi), with
+  M = f32(f32(s_x * s_w) / s_y) per channel and rne = round half to even.
+- "fixed_point" (TFLite, gemmlowp's double rounding): y = clamp(RDBPOT(SRDHM(sat32(acc <<
+  max(shift, 0)), multiplier), max(-shift, 0)) + zp, lo, hi).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+
+def requant_float32(acc: np.ndarray, multiplier: np.ndarray, zp: int, lo: int, hi: int) -> np.ndarray:
+    """int8 of clamp(rne(f32(f32(acc) * multiplier)) + zp, lo, hi); multiplier broadcasts."""
+    with np.errstate(over="ignore"):  # a huge multiplier saturates, as the clamp says
+        y = np.multiply(acc, multiplier, dtype=np.float32)  # f32(acc) * M, rounded to f32
+    np.rint(y, out=y)
+    y += np.float32(zp)
+    np.clip(y, lo, hi, out=y)
+    return y.astype(np.int8)
+
+
+def requant_fixed_point(
+    acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, zp: int, lo: int, hi: int
+) -> np.ndarray:
+    """int8 of TFLite's MultiplyByQuantizedMultiplier(acc, multiplier, shift) + zp, clamped."""
+    shift = shift.astype(np.int64)
+    right = np.maximum(-shift, 0)
+    x = np.clip(acc.astype(np.int64) << np.maximum(shift, 0), INT32_MIN, INT32_MAX)
+    high = _saturating_rounding_doubling_high_mul(x, multiplier.astype(np.int64))
+    mask = (np.int64(1) << right) - 1
+    threshold = (mask >> 1) + (high < 0)
+    y = (high >> right) + ((high & mask) > threshold)
+    return np.clip(y + zp, lo, hi).astype(np.int8)
+
+
+def _saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """gemmlowp's SRDHM on int32 values held in int64: (a*b + nudge) / 2^31, toward zero."""
+    product = a * b
+    total = product + np.where(product >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.where(total >= 0, total >> 31, -((-total) >> 31))
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, high)
+
+
+def add_float32(
+    a: np.ndarray,
+    b: np.ndarray,
+    zp_a: int,
+    zp_b: int,
+    scale_a: float,
+    scale_b: float,
+    zp: int,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    """int8 of clamp(rne(f32(f32(scale_a*(a-zp_a)) + f32(scale_b*(b-zp_b)))) + zp, lo, hi)."""
+    y = a.astype(np.float32)
+    y -= np.float32(zp_a)
+    y *= np.float32(scale_a)
+    other = b.astype(np.float32)
+    other -= np.float32(zp_b)
+    other *= np.float32(scale_b)
+    y += other
+    np.rint(y, out=y)
+    y += np.float32(zp)
+    np.clip(y, lo, hi, out=y)
+    return y.astype(np.int8)
+
+
+def requant_multiplier(scale_x: float, scale_w: np.ndarray | float, scale_y: float) -> np.ndarray:
+    """The float32 multipliers M = f32(f32(s_x * s_w) / s_y) that float32 mode expects."""
+    product = np.float32(scale_x) * np.asarray(scale_w, dtype=np.float32)
+    return (product / np.float32(scale_y)).astype(np.float32)
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """TFLite's QuantizeMultiplier: (multiplier in [2^30, 2^31), shift) with real ~ m * 2^(shift-31)."""
+    if real == 0.0:
+        return 0, 0
+    fraction, shift = math.frexp(real)
+    multiplier = int(math.floor(abs(fraction) * (1 << 31) + 0.5)) * (1 if fraction > 0 else -1)
+    if abs(multiplier) == 1 << 31:
+        multiplier //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return multiplier, shift

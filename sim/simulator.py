@@ -1,0 +1,130 @@
+"""The simulator: checks a program, schedules it, runs its int8 arithmetic, reports statistics.
+
+The entry point of vpuc.sim for the runtime and the CLI:
+
+    result = Simulator(load_target("vpu")).run(program, dram_image)
+    result.stats.total_cycles, result.stats.to_json(), result.dram (final DRAM bytes)
+
+A run has four steps, each of which may stop with a SimError naming the pc and the
+instruction: (1) the program's shape (END last, tokens one-to-one), (2) every
+instruction's Plan (field checks, bounds, cost), (3) the schedule (timing.py; deadlocks)
+and the race check (hazards.py), (4) the functional execution in program order (ops.py).
+Nothing data-dependent decides timing, so (1)-(3) never touch memory contents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from vpuc.sim.asm import format_instruction
+from vpuc.sim.errors import OpError, SimError, VpuError
+from vpuc.sim.hazards import check_races
+from vpuc.sim.isa import Instruction, Opcode
+from vpuc.sim.machine import Plan, State
+from vpuc.sim.memory import Memory, as_byte_array
+from vpuc.sim.ops import OPS
+from vpuc.sim.program import Program, as_program
+from vpuc.sim.stats import SimStats, collect_stats
+from vpuc.sim.timing import Timeline, check_tokens, schedule
+from vpuc.targets import Target
+
+DEFAULT_DRAM_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """One run: its statistics, its schedule, and the final DRAM and SRAM bytes."""
+
+    target: Target
+    program: Program
+    plans: tuple[Plan, ...]
+    timeline: Timeline
+    stats: SimStats
+    dram: np.ndarray
+    sram: np.ndarray
+
+
+class Simulator:
+    """A VPU of `target`; DRAM holds `dram_bytes` (or the image given to `run`, if larger).
+
+    `check_races=False` skips the race check (hazards.py) for programs known to be safe.
+    """
+
+    def __init__(
+        self, target: Target, dram_bytes: int = DEFAULT_DRAM_BYTES, check_races: bool = True
+    ) -> None:
+        if target.hardware is None:
+            raise VpuError(f"target '{target.name}' has no VPU (kind '{target.kind}')")
+        self.target = target
+        self.dram_bytes = dram_bytes
+        self.check_races = check_races
+
+    def run(
+        self,
+        program: Program | Iterable[Instruction] | bytes,
+        dram: np.ndarray | bytes | None = None,
+        *,
+        host_to_vpu_bytes: int = 0,
+        vpu_to_host_bytes: int = 0,
+    ) -> SimResult:
+        """Run `program` on a DRAM initialised from `dram` (bytes at address 0).
+
+        The host byte counts are only accounted (stats.host_link_cycles); moving them is the
+        runtime's business. The caller's `dram` is never modified: read `result.dram`.
+        """
+        program = as_program(program)
+        state = self._fresh_state(dram)
+        instructions = program.instructions
+        _check_shape(instructions)
+        plans = tuple(_plan(pc, i, state) for pc, i in enumerate(instructions))
+        check_tokens(instructions, plans)
+        timeline = schedule(instructions, plans)
+        if self.check_races:
+            check_races(instructions, plans, timeline)
+        for pc, (instruction, plan) in enumerate(zip(instructions, plans, strict=True)):
+            try:
+                OPS[instruction.opcode].run(instruction, state)
+            except OpError as exc:
+                raise SimError(pc, format_instruction(instruction), str(exc)) from None
+            state.forget_overwritten(plan.writes)
+        stats = collect_stats(
+            self.target,
+            instructions,
+            plans,
+            timeline,
+            program.layer_names,
+            (host_to_vpu_bytes, vpu_to_host_bytes),
+        )
+        return SimResult(self.target, program, plans, timeline, stats, state.dram.data, state.sram.data)
+
+    def _fresh_state(self, image: np.ndarray | bytes | None) -> State:
+        hardware = self.target.hardware
+        image = None if image is None else as_byte_array(image)
+        size = self.dram_bytes if image is None else max(self.dram_bytes, image.size)
+        dram = Memory("DRAM", size, image)
+        return State(hardware, self.target.numerics.requant, Memory("SRAM", hardware.sram_bytes), dram)
+
+
+def _check_shape(instructions: tuple[Instruction, ...]) -> None:
+    if not instructions:
+        raise VpuError("the program is empty: it needs at least an END")
+    last = len(instructions) - 1
+    for pc, instruction in enumerate(instructions):
+        if instruction.opcode == Opcode.END and pc != last:
+            raise SimError(
+                pc,
+                format_instruction(instruction),
+                f"END is not the last instruction ({last - pc} follow it)",
+            )
+    if instructions[last].opcode != Opcode.END:
+        raise SimError(last, format_instruction(instructions[last]), "the program ends without END")
+
+
+def _plan(pc: int, instruction: Instruction, state: State) -> Plan:
+    try:
+        return OPS[instruction.opcode].plan(instruction, state)
+    except OpError as exc:
+        raise SimError(pc, format_instruction(instruction), str(exc)) from None

@@ -1,0 +1,130 @@
+"""The vector unit's elementwise operations: requant, add, clip and lut.
+
+One of the operation modules gathered by ops.py (pooling lives in pool.py). Costs:
+requant takes ceil(channels / lanes) cycles per pixel (channels map to lanes); add, clip
+and lut take ceil(count / lanes) cycles.
+
+Requant parameters, at `params` in SRAM (per_channel = 0: one set for every channel):
+  float32 mode:      n float32 multipliers M
+  fixed_point mode:  n int32 multipliers, then n int32 shifts in [-31, 30]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.sim.errors import OpError
+from vpuc.sim.isa import Add, Clip, Lut, Requant, Unit
+from vpuc.sim.machine import (
+    Plan,
+    State,
+    ceil_div,
+    require,
+    require_clamp,
+    require_positive,
+)
+from vpuc.sim.numerics import add_float32, requant_fixed_point, requant_float32
+
+LUT_ENTRIES = 256
+SHIFT_RANGE = (-31, 30)
+
+
+def plan_requant(instruction: Requant, state: State) -> Plan:
+    i = instruction
+    require_positive(i, "pixels", "channels")
+    require_clamp(i)
+    count = i.pixels * i.channels
+    sets = i.channels if i.per_channel else 1
+    param_bytes = sets * (4 if state.requant_mode == "float32" else 8)
+    reads = (
+        state.sram.region(i.src, count * 4, "int32 'src'", align=4),
+        state.sram.region(i.params, param_bytes, "read of 'params'", align=4),
+    )
+    writes = (state.sram.region(i.dst, count, "write of 'dst'"),)
+    cycles = ceil_div(i.channels, state.hardware.vector_lanes) * i.pixels
+    return Plan(Unit.VEC, cycles, reads=reads, writes=writes)
+
+
+def run_requant(instruction: Requant, state: State) -> None:
+    i = instruction
+    sram = state.sram
+    acc = sram.view(i.src, (i.pixels, i.channels), np.int32)
+    sets = i.channels if i.per_channel else 1
+    if state.requant_mode == "float32":
+        multiplier = sram.view(i.params, (sets,), np.float32)
+        bad = np.flatnonzero(~np.isfinite(multiplier))
+        if bad.size:
+            raise OpError(f"multiplier {bad[0]} is {multiplier[bad[0]]}, not a finite float32")
+        y = requant_float32(acc, multiplier, i.dst_zp, i.clamp_min, i.clamp_max)
+    else:
+        multiplier = sram.view(i.params, (sets,), np.int32)
+        shift = sram.view(i.params + 4 * sets, (sets,), np.int32)
+        bad = np.flatnonzero((shift < SHIFT_RANGE[0]) | (shift > SHIFT_RANGE[1]))
+        if bad.size:
+            raise OpError(f"shift {bad[0]} is {shift[bad[0]]}, outside {list(SHIFT_RANGE)}")
+        y = requant_fixed_point(acc, multiplier, shift, i.dst_zp, i.clamp_min, i.clamp_max)
+    sram.view(i.dst, (i.pixels, i.channels), np.int8)[...] = y
+
+
+def plan_add(instruction: Add, state: State) -> Plan:
+    i = instruction
+    require_positive(i, "count")
+    require_clamp(i)
+    reads = (
+        state.sram.region(i.src_a, i.count, "read of 'src_a'"),
+        state.sram.region(i.src_b, i.count, "read of 'src_b'"),
+    )
+    writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
+    return Plan(Unit.VEC, _elementwise_cycles(i.count, state), reads=reads, writes=writes)
+
+
+def run_add(instruction: Add, state: State) -> None:
+    i = instruction
+    a = state.sram.view(i.src_a, (i.count,), np.int8)
+    b = state.sram.view(i.src_b, (i.count,), np.int8)
+    y = add_float32(a, b, i.zp_a, i.zp_b, i.scale_a, i.scale_b, i.dst_zp, i.clamp_min, i.clamp_max)
+    state.sram.view(i.dst, (i.count,), np.int8)[...] = y
+
+
+def plan_clip(instruction: Clip, state: State) -> Plan:
+    i = instruction
+    require_positive(i, "count")
+    require_clamp(i)
+    reads = (state.sram.region(i.src, i.count, "read of 'src'"),)
+    writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
+    return Plan(Unit.VEC, _elementwise_cycles(i.count, state), reads=reads, writes=writes)
+
+
+def run_clip(instruction: Clip, state: State) -> None:
+    i = instruction
+    x = state.sram.view(i.src, (i.count,), np.int8)
+    np.clip(x, i.clamp_min, i.clamp_max, out=state.sram.view(i.dst, (i.count,), np.int8))
+
+
+def plan_lut(instruction: Lut, state: State) -> Plan:
+    i = instruction
+    entries = state.hardware.lut_entries
+    require(
+        entries >= LUT_ENTRIES,
+        "this target has no {}-entry lookup table (lut_entries = {})",
+        LUT_ENTRIES,
+        entries,
+    )
+    require_positive(i, "count")
+    reads = (
+        state.sram.region(i.src, i.count, "read of 'src'"),
+        state.sram.region(i.table, LUT_ENTRIES, "read of 'table'"),
+    )
+    writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
+    return Plan(Unit.VEC, _elementwise_cycles(i.count, state), reads=reads, writes=writes)
+
+
+def run_lut(instruction: Lut, state: State) -> None:
+    i = instruction
+    x = state.sram.view(i.src, (i.count,), np.uint8)
+    table = state.sram.view(i.table, (LUT_ENTRIES,), np.int8)
+    state.sram.view(i.dst, (i.count,), np.int8)[...] = table[x ^ 0x80]
+
+
+def _elementwise_cycles(count: int, state: State) -> int:
+    return ceil_div(count, state.hardware.vector_lanes)
