@@ -1,6 +1,7 @@
 """The `vpuc` command line: where the compiler, the runtime and the simulator meet.
 
     vpuc compile MODEL --target T -o OUT.vpub   compile an ONNX model
+    vpuc optimize MODEL [--target T] [--json]   run the graph passes, print the fusion audit
     vpuc run OUT.vpub [--inputs X.npz] ...      run an artifact (TVM VM + VPU simulator)
     vpuc zoo OUTDIR                             write the example models
     vpuc targets                                list the built-in targets
@@ -70,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the compile report as JSON")
     p.set_defaults(handler=_compile)
 
+    p = sub.add_parser("optimize", help="run the graph passes and print the fusion audit")
+    p.add_argument("model", help="ONNX model file")
+    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    _add_input_shape(p)
+    p.add_argument("--json", action="store_true", help="print the audit as JSON")
+    p.add_argument("--dump-after", metavar="PASS", help="print the Relax module after the pass PASS")
+    p.set_defaults(handler=_optimize)
+
     from vpuc.runtime import cli as runtime_cli
 
     runtime_cli.add_commands(sub)
@@ -113,6 +122,54 @@ def _compile(args) -> int:
     else:
         print_compile_report(artifact, output)
     return 0
+
+
+def _optimize(args) -> int:
+    from vpuc.compiler.errors import CompileError
+    from vpuc.compiler.frontend import import_model
+    from vpuc.compiler.pipeline import PASS_NAMES, optimize_imported
+    from vpuc.targets import load_target
+
+    if args.dump_after is not None and args.dump_after not in PASS_NAMES:
+        raise CompileError(
+            f"--dump-after: unknown pass '{args.dump_after}' (passes: {', '.join(PASS_NAMES)})"
+        )
+    target = load_target(args.target)
+    imported = import_model(args.model, _input_shapes(args.input_shape))
+    result = optimize_imported(imported, target, dump_after=args.dump_after)
+    if args.json:
+        dump = {"dump": result.dump} if result.dump is not None else {}
+        print(
+            json.dumps({"model": imported.name, "target": target.name, **result.to_json(), **dump}, indent=2)
+        )
+        return 0
+    if result.dump is not None:
+        print(f"# after {args.dump_after}\n{result.dump}")
+    _print_audit(imported.name, target.name, result)
+    return 0
+
+
+def _print_audit(model: str, target: str, result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    before, after = result.ops_before, result.ops_after
+    console.print(
+        f"[bold]{model}[/] (target {target}): {before['compute']} -> {after['compute']} compute ops, "
+        f"{before['transposes']} -> {after['transposes']} transposes; layout {result.layout['choice']}"
+    )
+    for key, title in (("fused", "Fused"), ("not_fused", "Not fused (near misses)")):
+        table = Table(title=f"{title}: {len(result.audit[key])}", title_justify="left")
+        for column in ("pattern", "ONNX nodes", "fused into" if key == "fused" else "reason"):
+            table.add_column(column)
+        for entry in result.audit[key]:
+            table.add_row(entry["pattern"], ", ".join(entry["nodes"]), entry["reason"])
+        console.print(table)
+    total_ms = 1e3 * sum(result.timings.values())
+    console.print(
+        f"passes: {total_ms:.1f} ms ({', '.join(f'{k} {1e3 * v:.1f}' for k, v in result.timings.items())})"
+    )
 
 
 def _zoo(args) -> int:

@@ -134,139 +134,6 @@ def tensor_type(expr) -> tuple[tuple[int, ...], str] | None:
 # --- graph passes (compiler/passes) ------------------------------------------------------
 
 
-def relax_from_onnx_named(
-    model: onnx.ModelProto, shape_dict: dict[str, list[int]], dtype_dict: dict[str, str]
-) -> tuple[tvm.IRModule, dict[relax.Var, str]]:
-    """Import like `relax_from_onnx` and say which ONNX node produced every binding.
-
-    Returns the module and {binding var: ONNX node label}. The public `from_onnx` keeps no
-    node names, so this subclasses the importer's private `ONNXGraphImporter` (TVM 0.27) and
-    overrides `_convert_operator`, which `_construct_nodes` calls once per ONNX node in graph
-    order: the converted result is bound at once to a var (named after the node), and every
-    binding reachable from it that no earlier node owns was created while converting this
-    node, so it is this node's. Graph outputs are left unbound for `emit_output` to bind;
-    their binding is found afterwards by identity of the converted expression. Node labels
-    are `node.name`, or `#<index>:<first output>` for unnamed nodes; duplicates get `~<k>`.
-    """
-    from tvm.relax.frontend.onnx import onnx_frontend
-
-    labelled = _label_nodes(model)
-    output_nodes = _output_producers(labelled)
-    importer = _naming_importer_class(onnx_frontend.ONNXGraphImporter)(
-        shape_dict, dtype_dict, keep_params_in_input=False, sanitize=True
-    )
-    importer.vpuc_setup(output_nodes)
-    printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            mod = importer.from_onnx(labelled.graph, _default_opset(labelled))
-    except Exception as exc:
-        exc.add_note(printed.getvalue())
-        raise
-    owners = importer.vpuc_owners(mod["main"])
-    return mod, owners
-
-
-def _label_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose nodes all have unique names (the importer passes node.name along)."""
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    seen: dict[str, int] = {}
-    for index, node in enumerate(copy.graph.node):
-        label = node.name or f"#{index}:{node.output[0] if node.output else ''}"
-        count = seen.get(label, 0)
-        seen[label] = count + 1
-        node.name = label if count == 0 else f"{label}~{count}"
-    return copy
-
-
-def _output_producers(model: onnx.ModelProto) -> set[str]:
-    outputs = {o.name for o in model.graph.output}
-    return {node.name for node in model.graph.node if outputs.intersection(node.output)}
-
-
-def _default_opset(model: onnx.ModelProto) -> int:
-    for opset in model.opset_import:
-        if opset.domain in ("", "ai.onnx"):
-            return opset.version
-    return 1
-
-
-def _naming_importer_class(base: type) -> type:
-    class NamingImporter(base):
-        def vpuc_setup(self, output_nodes: set[str]) -> None:
-            self._vpuc_output_nodes = output_nodes
-            self._vpuc_owner: dict = {}  # Var -> node label
-            self._vpuc_pending: list = []  # (unbound result expr, node label)
-
-        def _convert_operator(self, op_name, inputs, attrs, opset):
-            sym = super()._convert_operator(op_name, inputs, attrs, opset)
-            label = attrs["tvm_custom"]["name"]
-            if isinstance(sym, relax.Call) and isinstance(sym.ty, relax.TensorType):
-                if label in self._vpuc_output_nodes:
-                    self._vpuc_pending.append((sym, label))
-                else:
-                    sym = self.bb.emit(sym, name_hint=_identifier(label))
-            self._vpuc_claim(sym, label)
-            return sym
-
-        def _vpuc_claim(self, expr, label: str) -> None:
-            stack = [expr]
-            while stack:
-                item = stack.pop()
-                if isinstance(item, relax.Var):
-                    if item in self._vpuc_owner:
-                        continue
-                    value = self.bb.lookup_binding(item)
-                    if value is None:
-                        continue
-                    self._vpuc_owner[item] = label
-                    stack.append(value)
-                elif isinstance(item, relax.Call):
-                    stack.extend(item.args)
-                elif isinstance(item, relax.Tuple):
-                    stack.extend(item.fields)
-                elif isinstance(item, relax.TupleGetItem):
-                    stack.append(item.tuple_value)
-
-        def vpuc_owners(self, func: relax.Function) -> dict:
-            """Owners of every binding of `func`; unclaimed ones inherit from what they read."""
-            owners = dict(self._vpuc_owner)
-            for block in func.body.blocks:
-                for binding in block.bindings:
-                    if binding.var in owners:
-                        continue
-                    value = binding.value
-                    label = next((lb for expr, lb in self._vpuc_pending if expr.same_as(value)), None)
-                    owners[binding.var] = label or _first_owner(value, owners)
-            return {var: label for var, label in owners.items() if label}
-
-    return NamingImporter
-
-
-def _first_owner(value, owners: dict) -> str | None:
-    """The owner of the first var a binding reads (a dead TupleGetItem of a BN, an alias)."""
-    if isinstance(value, relax.TupleGetItem):
-        value = value.tuple_value
-    if isinstance(value, relax.Var):
-        return owners.get(value)
-    for arg in getattr(value, "args", getattr(value, "fields", [])):
-        if isinstance(arg, relax.Var) and arg in owners:
-            return owners[arg]
-    return None
-
-
-def _identifier(label: str) -> str:
-    """A readable Relax var name from an ONNX node label: `/conv1/Conv` -> `conv1_Conv`."""
-    text = "".join(ch if ch.isalnum() else "_" for ch in label).strip("_")
-    while "__" in text:
-        text = text.replace("__", "_")
-    if not text or text[0].isdigit():
-        text = f"n_{text}"
-    return text
-
-
 def constant_array(expr) -> np.ndarray | None:
     """The numpy value of a Relax constant (tvm.ir.expr.Constant in 0.27), else None."""
     value = getattr(expr, "value", None)
@@ -279,3 +146,42 @@ def module_attr(mod: tvm.IRModule, key: str):
     """A module attribute or None (IRModule.attrs is None on a fresh module)."""
     attrs = mod.attrs
     return None if attrs is None else attrs.get(key)
+
+
+def is_constant(expr) -> bool:
+    """A bound constant (relax.const / a model weight)."""
+    return isinstance(expr, tvm.ir.expr.Constant)
+
+
+def scalar_value(expr) -> float | None:
+    """The Python value of a scalar argument (PrimValue, FloatImm/IntImm or 0-d constant)."""
+    value = getattr(expr, "value", None)
+    if isinstance(value, int | float):
+        return float(value)
+    if value is not None and hasattr(value, "value"):
+        return float(value.value)
+    if isinstance(expr, tvm.ir.expr.Constant):
+        array = expr.value.numpy()
+        return float(array) if array.size == 1 else None
+    return None
+
+
+def structural_hash(obj) -> int:
+    """Structural hash of a TVM object (tvm.ir.structural_hash moved to tvm_ffi in 0.27)."""
+    import tvm_ffi
+
+    return int(tvm_ffi.structural_hash(obj))
+
+
+# Ops TVM 0.27 gives no layout rule (FRelaxInferLayout), so ConvertLayout puts a transpose on
+# each side of them. Both are elementwise on their one tensor input, so relu's rule (unary
+# elementwise: the output keeps the input's layout) is theirs too.
+_LAYOUT_FOLLOWERS = ("relax.nn.leakyrelu", "relax.clip")
+
+
+def register_layout_followers() -> None:
+    """Give leakyrelu and clip the unary-elementwise layout rule (idempotent)."""
+    rule = tvm.ir.Op.get("relax.nn.relu").get_attr("FRelaxInferLayout")
+    for name in _LAYOUT_FOLLOWERS:
+        if tvm.ir.Op.get(name).get_attr("FRelaxInferLayout") is None:
+            tvm.ir.register_op_attr(name, "FRelaxInferLayout", rule)

@@ -1,11 +1,13 @@
 """The driver: the whole compile as one flat, named pipeline.
 
     frontend   ONNX -> Relax (static shapes, shape arithmetic folded)      compiler/frontend
+    passes     fold, fuse, layout: the flat named list PIPELINE             compiler/pipeline
     host       relax.build(llvm) of the host graph                          compiler/build
     package    manifest + host library + report -> Artifact                 runtime/artifact
 
-Graph passes, quantisation and VPU partitioning slot in between frontend and host as those
-stages land; each stage's wall time is recorded in the report.
+Quantisation and VPU partitioning slot in between passes and host as those stages land;
+each stage's wall time, and each graph pass's, is recorded in the report, with the fusion
+audit (report["fusion"]) and the layout decision (report["layout"]).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import onnx
 from vpuc.compiler.build import build_host_library
 from vpuc.compiler.errors import CompileError
 from vpuc.compiler.frontend import import_model
+from vpuc.compiler.passes import PassOptions
+from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
 from vpuc.runtime.artifact import Artifact
 from vpuc.targets import Target, TargetError, load_target
 
@@ -33,16 +37,21 @@ class CompileOptions:
     """What the user chose beyond the model and the target."""
 
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    optimize: bool = True  # run the graph passes (compiler/pipeline.py)
+    passes: PassOptions | None = None  # their knobs; None: the target's defaults
 
 
 def compile_model(
     model: str | Path | onnx.ModelProto,
     target: str | Path | Target = "cpu",
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    *,
+    optimize: bool = True,
+    passes: PassOptions | None = None,
 ) -> Artifact:
     """Compile an ONNX model (path or ModelProto) for a target; returns the Artifact."""
     target = _as_target(target)
-    options = CompileOptions(input_shapes=dict(input_shapes or {}))
+    options = CompileOptions(input_shapes=dict(input_shapes or {}), optimize=optimize, passes=passes)
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
@@ -55,11 +64,17 @@ def compile_model(
             "compile with --target cpu"
         )
 
+    mod, optimized = imported.mod, None
+    if options.optimize:
+        optimized = optimize_imported(imported, target, options.passes or pass_options(target))
+        mod = optimized.mod
+        timings.update({f"pass_{name}_s": seconds for name, seconds in optimized.timings.items()})
+
     start = time.perf_counter()
-    host_library = build_host_library(imported.mod, target.host.llvm, imported.name)
+    host_library = build_host_library(mod, target.host.llvm, imported.name)
     timings["host_build_s"] = time.perf_counter() - start
 
-    report = _report(imported, target, timings)
+    report = _report(imported, target, timings, optimized)
     manifest = {
         "vpuc_version": VPUC_VERSION,
         "target": target.to_json(),
@@ -93,7 +108,9 @@ def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:
     }
 
 
-def _report(imported, target: Target, timings: dict[str, float]) -> dict[str, Any]:
+def _report(
+    imported, target: Target, timings: dict[str, float], optimized: OptimizeResult | None
+) -> dict[str, Any]:
     ops = [
         {
             "name": node.name,
@@ -109,5 +126,7 @@ def _report(imported, target: Target, timings: dict[str, float]) -> dict[str, An
         "folded_shape_nodes": [{"name": n, "op": op} for n, op in imported.folded_nodes],
         "ops": ops,
         "totals": {"nodes": len(ops), "cpu_ops": len(ops), "vpu_ops": 0},
+        "fusion": {"fused": [], "not_fused": []} if optimized is None else optimized.audit,
+        "layout": None if optimized is None else optimized.layout,
         "timings_s": {k: round(v, 4) for k, v in timings.items()},
     }

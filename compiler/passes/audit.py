@@ -4,7 +4,11 @@ Every pass in compiler/pipeline.py is a pure IRModule -> IRModule function, so w
 learns travels with the module as two module attributes (JSON text):
 
     vpuc.provenance   {Relax var name: [ONNX node labels]}  which ONNX nodes a binding computes
-    vpuc.audit        [{pattern, nodes, reason, op}]         each fusion made or refused
+    vpuc.audit        [{pattern, nodes, reason, fused}]      each fusion made or refused
+    vpuc.layout       {choice, reason, ...}                  the layout pass's decision
+
+A fused entry's reason says what the nodes became ("nn.layer_norm(axis -1, eps 1e-05)"); a
+near miss's reason says why they were not fused ("eps is not a constant").
 
 The provenance comes from the named import (passes/provenance.py): every binding is named
 after the ONNX node that produced it and maps to that node. A pass that fuses bindings gives
@@ -25,6 +29,8 @@ from vpuc.compiler import compat
 
 PROVENANCE_ATTR = "vpuc.provenance"
 AUDIT_ATTR = "vpuc.audit"
+LAYOUT_ATTR = "vpuc.layout"
+ATTRS = (PROVENANCE_ATTR, AUDIT_ATTR, LAYOUT_ATTR)
 UNNAMED = "(unnamed)"
 
 
@@ -36,13 +42,9 @@ class AuditEntry:
     nodes: tuple[str, ...]
     reason: str
     fused: bool
-    op: str = ""  # what the nodes became (fused entries only)
 
     def to_json(self) -> dict:
-        out = {"pattern": self.pattern, "nodes": list(self.nodes), "reason": self.reason}
-        if self.op:
-            out["op"] = self.op
-        return out
+        return {"pattern": self.pattern, "nodes": list(self.nodes), "reason": self.reason}
 
 
 @dataclass
@@ -51,19 +53,24 @@ class Audit:
 
     provenance: dict[str, list[str]] = field(default_factory=dict)
     entries: list[AuditEntry] = field(default_factory=list)
+    layout: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, mod: tvm.IRModule) -> Audit:
-        provenance = compat.module_attr(mod, PROVENANCE_ATTR)
-        entries = compat.module_attr(mod, AUDIT_ATTR)
+        provenance, entries, layout = (_json_attr(mod, key) for key in ATTRS)
         return cls(
-            provenance=json.loads(str(provenance)) if provenance is not None else {},
-            entries=[_entry(e) for e in json.loads(str(entries))] if entries is not None else [],
+            provenance=provenance or {},
+            entries=[
+                AuditEntry(e["pattern"], tuple(e["nodes"]), e["reason"], e["fused"]) for e in entries or []
+            ],
+            layout=layout or {},
         )
 
     def attach(self, mod: tvm.IRModule) -> tvm.IRModule:
-        mod = mod.with_attr(PROVENANCE_ATTR, json.dumps(self.provenance))
-        return mod.with_attr(AUDIT_ATTR, json.dumps([asdict(e) for e in self.entries]))
+        entries = [asdict(e) for e in self.entries]
+        for key, value in zip(ATTRS, (self.provenance, entries, self.layout), strict=True):
+            mod = mod.with_attr(key, json.dumps(value))
+        return mod
 
     def nodes(self, names: Iterable[str]) -> tuple[str, ...]:
         """ONNX node labels of the given var names, in order, without repeats."""
@@ -73,8 +80,8 @@ class Audit:
                 labels[label] = None
         return tuple(labels)
 
-    def fused(self, pattern: str, names: Iterable[str], reason: str, op: str) -> None:
-        self.entries.append(AuditEntry(pattern, self.nodes(names), reason, True, op))
+    def fused(self, pattern: str, names: Iterable[str], became: str) -> None:
+        self.entries.append(AuditEntry(pattern, self.nodes(names), became, True))
 
     def not_fused(self, pattern: str, names: Iterable[str], reason: str) -> None:
         entry = AuditEntry(pattern, self.nodes(names), reason, False)
@@ -95,16 +102,15 @@ class Audit:
         }
 
 
-def _entry(data: dict) -> AuditEntry:
-    return AuditEntry(
-        data["pattern"], tuple(data["nodes"]), data["reason"], bool(data["fused"]), data.get("op", "")
-    )
+def _json_attr(mod: tvm.IRModule, key: str):
+    text = compat.module_attr(mod, key)
+    return None if text is None else json.loads(str(text))
 
 
 def strip_audit(mod: tvm.IRModule) -> tvm.IRModule:
     """The module without the vpuc attributes (for building, printing and comparing)."""
     attrs = mod.attrs
-    if attrs is None or not any(k in (PROVENANCE_ATTR, AUDIT_ATTR) for k in attrs.keys()):
+    if attrs is None or not any(k in ATTRS for k in attrs.keys()):
         return mod
-    kept = {k: attrs[k] for k in attrs.keys() if k not in (PROVENANCE_ATTR, AUDIT_ATTR)}
+    kept = {k: attrs[k] for k in attrs.keys() if k not in ATTRS}
     return tvm.IRModule(mod.functions, attrs=kept or None)

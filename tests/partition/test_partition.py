@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from models import opzoonet_shaped, strided_conv_model, tinyconvnet_shaped  # noqa: I001
+from partition_models import opzoonet_shaped, strided_conv_model, tinyconvnet_shaped  # noqa: I001
 
 from vpuc.compiler.partition import partition_for_vpu
 from vpuc.compiler.partition.draw import to_dot
