@@ -2,6 +2,7 @@
 
     vpuc compile MODEL --target T -o OUT.vpub   compile an ONNX model
     vpuc optimize MODEL [--target T] [--json]   run the graph passes, print the fusion audit
+    vpuc partition MODEL --target T [--json]    where each op runs and why, what crosses
     vpuc run OUT.vpub [--inputs X.npz] ...      run an artifact (TVM VM + VPU simulator)
     vpuc zoo OUTDIR                             write the example models
     vpuc targets                                list the built-in targets
@@ -69,7 +70,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="artifact to write (default: MODEL's name with .vpub)")
     _add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the compile report as JSON")
+    _add_partition_options(p)
     p.set_defaults(handler=_compile)
+
+    p = sub.add_parser("partition", help="report where each op runs (VPU or CPU) and why")
+    p.add_argument("model", help="ONNX model file")
+    p.add_argument("--target", default="vpu", help="a VPU target name or .toml path (default: vpu)")
+    _add_input_shape(p)
+    p.add_argument("--json", action="store_true", help="print the partition report as JSON")
+    drawing = p.add_mutually_exclusive_group()
+    drawing.add_argument("--svg", metavar="FILE", help="draw the partition as SVG (needs graphviz's dot)")
+    drawing.add_argument("--dot", metavar="FILE", help="write the drawing as graphviz DOT source")
+    _add_partition_options(p)
+    p.set_defaults(handler=_partition)
 
     p = sub.add_parser("optimize", help="run the graph passes and print the fusion audit")
     p.add_argument("model", help="ONNX model file")
@@ -104,6 +117,25 @@ def _add_input_shape(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_partition_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--min-subgraph-ops", type=int, default=1, metavar="N",
+        help="VPU subgraphs with fewer ONNX ops stay on the CPU (default 1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-profitability", action="store_true",
+        help="keep every subgraph the op list allows on the VPU, whatever the cost model says",
+    )  # fmt: skip
+
+
+def _partition_options(args) -> dict:
+    from vpuc.compiler.errors import CompileError
+
+    if args.min_subgraph_ops < 1:
+        raise CompileError(f"--min-subgraph-ops: must be at least 1, got {args.min_subgraph_ops}")
+    return {"min_subgraph_ops": args.min_subgraph_ops, "profitability": not args.no_profitability}
+
+
 def _input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     from vpuc.compiler.frontend import parse_input_shape
 
@@ -112,15 +144,46 @@ def _input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 def _compile(args) -> int:
     from vpuc.compiler import compile_model
-    from vpuc.runtime.report import print_compile_report
+    from vpuc.compiler.reports import print_compile_report
 
     output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
-    artifact = compile_model(args.model, target=args.target, input_shapes=_input_shapes(args.input_shape))
+    artifact = compile_model(
+        args.model,
+        target=args.target,
+        input_shapes=_input_shapes(args.input_shape),
+        **_partition_options(args),
+    )
     artifact.save(output)
     if args.json:
         print(json.dumps({**artifact.report, "artifact": str(output)}, indent=2))
     else:
-        print_compile_report(artifact, output)
+        print_compile_report(artifact.report, artifact.manifest, output)
+    return 0
+
+
+def _partition(args) -> int:
+    from vpuc.compiler.driver import CompileOptions, prepare_model
+    from vpuc.compiler.errors import CompileError
+    from vpuc.compiler.partition.draw import write_drawing
+    from vpuc.compiler.reports import print_partition_report
+
+    options = CompileOptions(input_shapes=_input_shapes(args.input_shape), **_partition_options(args))
+    prepared = prepare_model(args.model, args.target, options)
+    if prepared.partition is None:
+        raise CompileError(
+            f"target '{prepared.target.name}' has no VPU: nothing to partition (try --target vpu)"
+        )
+    report = prepared.partition.report
+    if args.svg or args.dot:
+        path = write_drawing(
+            report, prepared.imported.onnx_model, args.svg or args.dot, "svg" if args.svg else "dot"
+        )
+        if not args.json:
+            print(f"drawing: {path}")
+    if args.json:
+        print(json.dumps({"model": prepared.imported.name, **report}, indent=2))
+    else:
+        print_partition_report(prepared.imported.name, report)
     return 0
 
 
@@ -145,31 +208,10 @@ def _optimize(args) -> int:
         return 0
     if result.dump is not None:
         print(f"# after {args.dump_after}\n{result.dump}")
-    _print_audit(imported.name, target.name, result)
+    from vpuc.compiler.reports import print_audit
+
+    print_audit(imported.name, target.name, result)
     return 0
-
-
-def _print_audit(model: str, target: str, result) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(highlight=False, soft_wrap=True)
-    before, after = result.ops_before, result.ops_after
-    console.print(
-        f"[bold]{model}[/] (target {target}): {before['compute']} -> {after['compute']} compute ops, "
-        f"{before['transposes']} -> {after['transposes']} transposes; layout {result.layout['choice']}"
-    )
-    for key, title in (("fused", "Fused"), ("not_fused", "Not fused (near misses)")):
-        table = Table(title=f"{title}: {len(result.audit[key])}", title_justify="left")
-        for column in ("pattern", "ONNX nodes", "fused into" if key == "fused" else "reason"):
-            table.add_column(column)
-        for entry in result.audit[key]:
-            table.add_row(entry["pattern"], ", ".join(entry["nodes"]), entry["reason"])
-        console.print(table)
-    total_ms = 1e3 * sum(result.timings.values())
-    console.print(
-        f"passes: {total_ms:.1f} ms ({', '.join(f'{k} {1e3 * v:.1f}' for k, v in result.timings.items())})"
-    )
 
 
 def _zoo(args) -> int:

@@ -2,12 +2,16 @@
 
     frontend   ONNX -> Relax (static shapes, shape arithmetic folded)      compiler/frontend
     passes     fold, fuse, layout: the flat named list PIPELINE             compiler/pipeline
+    partition  VPU targets: which op runs where, subgraphs, boundaries      compiler/partition
     host       relax.build(llvm) of the host graph                          compiler/build
     package    manifest + host library + report -> Artifact                 runtime/artifact
 
-Quantisation and VPU partitioning slot in between passes and host as those stages land;
-each stage's wall time, and each graph pass's, is recorded in the report, with the fusion
-audit (report["fusion"]) and the layout decision (report["layout"]).
+Each stage's wall time, and each graph pass's, is recorded in the report, with the fusion
+audit (report["fusion"]), the layout decision (report["layout"]) and, for VPU targets,
+the partition report (report["partition"]).
+
+VPU lowering (composites -> instruction streams) is not built yet: for a VPU target the
+artifact runs the whole graph on the host, and says so in report["execution"].
 """
 
 from __future__ import annotations
@@ -20,16 +24,22 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import tvm
 
 from vpuc.compiler.build import build_host_library
 from vpuc.compiler.errors import CompileError
-from vpuc.compiler.frontend import import_model
+from vpuc.compiler.frontend import ImportedModel, import_model
+from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
 from vpuc.runtime.artifact import Artifact
 from vpuc.targets import Target, TargetError, load_target
 
 VPUC_VERSION = "0.1.0"
+EMULATION_NOTE = (
+    "VPU lowering is not built yet: this artifact runs every op on the host CPU; the "
+    "partition report shows where each op would run on the VPU"
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,43 @@ class CompileOptions:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     optimize: bool = True  # run the graph passes (compiler/pipeline.py)
     passes: PassOptions | None = None  # their knobs; None: the target's defaults
+    min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS  # smaller VPU subgraphs stay on the CPU
+    profitability: bool = True  # judge each VPU subgraph with the cost model
+
+
+@dataclass
+class Prepared:
+    """The model after every stage before the host build."""
+
+    imported: ImportedModel
+    target: Target
+    mod: tvm.IRModule  # what the host builds
+    optimized: OptimizeResult | None = None
+    partition: PartitionResult | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def prepare_model(
+    model: str | Path | onnx.ModelProto, target: str | Path | Target, options: CompileOptions
+) -> Prepared:
+    """frontend -> passes -> partition (VPU targets): everything but the host build."""
+    target = _as_target(target)
+    start = time.perf_counter()
+    imported = import_model(model, options.input_shapes)
+    prepared = Prepared(imported, target, imported.mod, timings={"frontend_s": time.perf_counter() - start})
+    provenance = {var: [node] for var, node in imported.var_to_node.items()}
+    if options.optimize:
+        prepared.optimized = optimize_imported(imported, target, options.passes or pass_options(target))
+        prepared.mod, provenance = prepared.optimized.mod, prepared.optimized.provenance
+        prepared.timings.update({f"pass_{k}_s": v for k, v in prepared.optimized.timings.items()})
+    if target.has_vpu:
+        start = time.perf_counter()
+        prepared.partition = partition_for_vpu(
+            prepared.mod, target, imported.onnx_model, provenance,
+            min_subgraph_ops=options.min_subgraph_ops, profitability=options.profitability,
+        )  # fmt: skip
+        prepared.timings["partition_s"] = time.perf_counter() - start
+    return prepared
 
 
 def compile_model(
@@ -48,36 +95,24 @@ def compile_model(
     *,
     optimize: bool = True,
     passes: PassOptions | None = None,
+    min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS,
+    profitability: bool = True,
 ) -> Artifact:
     """Compile an ONNX model (path or ModelProto) for a target; returns the Artifact."""
-    target = _as_target(target)
-    options = CompileOptions(input_shapes=dict(input_shapes or {}), optimize=optimize, passes=passes)
-    timings: dict[str, float] = {}
-
+    options = CompileOptions(
+        input_shapes=dict(input_shapes or {}), optimize=optimize, passes=passes,
+        min_subgraph_ops=min_subgraph_ops, profitability=profitability,
+    )  # fmt: skip
+    prepared = prepare_model(model, target, options)
+    imported = prepared.imported
     start = time.perf_counter()
-    imported = import_model(model, options.input_shapes)
-    timings["frontend_s"] = time.perf_counter() - start
+    host_library = build_host_library(prepared.mod, prepared.target.host.llvm, imported.name)
+    prepared.timings["host_build_s"] = time.perf_counter() - start
 
-    if target.has_vpu:
-        raise CompileError(
-            f"target '{target.name}': VPU partitioning is not available in this build yet; "
-            "compile with --target cpu"
-        )
-
-    mod, optimized = imported.mod, None
-    if options.optimize:
-        optimized = optimize_imported(imported, target, options.passes or pass_options(target))
-        mod = optimized.mod
-        timings.update({f"pass_{name}_s": seconds for name, seconds in optimized.timings.items()})
-
-    start = time.perf_counter()
-    host_library = build_host_library(mod, target.host.llvm, imported.name)
-    timings["host_build_s"] = time.perf_counter() - start
-
-    report = _report(imported, target, timings, optimized)
+    report = _report(prepared)
     manifest = {
         "vpuc_version": VPUC_VERSION,
-        "target": target.to_json(),
+        "target": prepared.target.to_json(),
         "model": _model_identity(model, imported.onnx_model),
         "inputs": [spec.to_json() for spec in imported.inputs],
         "outputs": [spec.to_json() for spec in imported.outputs],
@@ -108,25 +143,30 @@ def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:
     }
 
 
-def _report(
-    imported, target: Target, timings: dict[str, float], optimized: OptimizeResult | None
-) -> dict[str, Any]:
-    ops = [
-        {
-            "name": node.name,
-            "op": node.op_type,
-            "device": "cpu",
-            "reason": f"target '{target.name}' has no VPU",
-        }
-        for node in imported.onnx_model.graph.node
-    ]
+def _report(prepared: Prepared) -> dict[str, Any]:
+    imported, target, optimized = prepared.imported, prepared.target, prepared.optimized
+    partition = prepared.partition.report if prepared.partition else None
+    if partition is not None:
+        ops = partition["ops"]
+    else:
+        reason = f"target '{target.name}' has no VPU"
+        ops = [
+            {"name": n.name, "op": n.op_type, "device": "cpu", "subgraph": None, "reason": reason}
+            for n in imported.onnx_model.graph.node
+        ]
     return {
         "model": imported.name,
         "target": target.name,
         "folded_shape_nodes": [{"name": n, "op": op} for n, op in imported.folded_nodes],
         "ops": ops,
-        "totals": {"nodes": len(ops), "cpu_ops": len(ops), "vpu_ops": 0},
+        "totals": {
+            "nodes": len(ops),
+            "cpu_ops": sum(op["device"] == "cpu" for op in ops),
+            "vpu_ops": sum(op["device"] == "vpu" for op in ops),
+        },
         "fusion": {"fused": [], "not_fused": []} if optimized is None else optimized.audit,
         "layout": None if optimized is None else optimized.layout,
-        "timings_s": {k: round(v, 4) for k, v in timings.items()},
+        "partition": partition,
+        "execution": EMULATION_NOTE if partition is not None else None,
+        "timings_s": {k: round(v, 4) for k, v in prepared.timings.items()},
     }

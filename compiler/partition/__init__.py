@@ -58,6 +58,10 @@ def partition_for_vpu(
     profitability: bool = True,
 ) -> PartitionResult:
     """Partition `mod` (after the graph passes) for a VPU target."""
+    real = {node.name for node in onnx_model.graph.node}
+    # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
+    # ONNX node, and the report names them by the tensor they transform.
+    provenance = {var: [n for n in nodes if n in real] for var, nodes in provenance.items()}
     graph = build_graph(mod["main"], provenance)
     raw_mod, raw_annotation = annotate(mod, target)
     raw = _placement(raw_mod)

@@ -19,6 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
+from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
 from vpuc.targets import Target
@@ -46,13 +47,16 @@ def annotate(
     """Partition `mod` for `target`; returns the module with VPU functions and the record."""
     annotation = Annotation()
     blocked = blocked or {}
-    patterns = [_fusion_pattern(row, target, annotation, blocked) for row in pattern_table()]
+    layouts = infer_layouts(mod["main"])
+    patterns = [_fusion_pattern(row, target, annotation, blocked, layouts) for row in pattern_table()]
     mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
     mod = relax.transform.MergeCompositeFunctions()(mod)
     return mod, annotation
 
 
-def _fusion_pattern(row: PatternRow, target: Target, annotation: Annotation, blocked) -> FusionPattern:
+def _fusion_pattern(
+    row: PatternRow, target: Target, annotation: Annotation, blocked, layouts
+) -> FusionPattern:
     def check(ctx: PatternCheckContext) -> bool:
         names = {var: var.name for var in ctx.matched_bindings.keys()}
         core = ctx.annotated_expr["core"]
@@ -61,7 +65,9 @@ def _fusion_pattern(row: PatternRow, target: Target, annotation: Annotation, blo
             if name in blocked:
                 annotation.refuse(name, blocked[name])
                 return False
-        refusals = _violations(ctx, core, core_name, target)
+        # The core's own output has its input's layout (ops with a layout attribute say
+        # theirs); its input may be a var an earlier composite just created, unknown here.
+        refusals = _violations(ctx, core, core_name, target, layouts.get(core_name))
         for var, reason in refusals:
             annotation.refuse(var, reason)
         if refusals:
@@ -75,7 +81,9 @@ def _fusion_pattern(row: PatternRow, target: Target, annotation: Annotation, blo
     return FusionPattern(row.name, row.pattern, row.annotations, check, attrs)
 
 
-def _violations(ctx: PatternCheckContext, core, core_name: str, target: Target) -> list[tuple[str, str]]:
+def _violations(
+    ctx: PatternCheckContext, core, core_name: str, target: Target, layout: str | None
+) -> list[tuple[str, str]]:
     """(binding name, reason) for every check the match fails: the core's, then the fused
     activation's (each against its own kind's limits)."""
     act = ctx.annotated_expr.get("act")
@@ -84,7 +92,7 @@ def _violations(ctx: PatternCheckContext, core, core_name: str, target: Target) 
         ops.append((act, _bound_name(ctx, act) or core_name, None))
     refusals = []
     for expr, name, activation in ops:
-        view = op_view(expr, name, activation)
+        view = op_view(expr, name, activation, layout)
         if not target.supports(view.kind):
             refusals.append((name, not_listed_reason(view.kind, target)))
             continue

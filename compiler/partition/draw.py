@@ -48,7 +48,8 @@ def _id(name: str) -> str:
 
 
 def _edges(graph: graphviz.Digraph, report, onnx_model: onnx.ModelProto, rows) -> None:
-    crossing = {(b["tensor"], b["direction"]): b["bytes"] for b in report["boundaries"]}
+    # A boundary named "x (transposed)" carries tensor x in the VPU's layout.
+    crossing = {(b["tensor"].split(" (")[0], b["direction"]): b["bytes"] for b in report["boundaries"]}
     producer = {out: node.name for node in onnx_model.graph.node for out in node.output}
     for vi in onnx_model.graph.input:
         if vi.name in {i for node in onnx_model.graph.node for i in node.input}:

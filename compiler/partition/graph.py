@@ -56,9 +56,42 @@ class Graph:
         return self.ops.get(name) or self.inputs[name]
 
 
+def infer_layouts(func: relax.Function) -> dict[str, str]:
+    """The layout ("NCHW" or "NHWC") of every 4-D tensor of `func`: inputs are NCHW, a conv
+    or pool says its output layout, a transpose between the two switches it, and every
+    other op keeps the layout of its first 4-D input."""
+    layouts = {p.name: "NCHW" for p in func.params}
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            sources = [layouts[n] for n in _input_names(value) if n in layouts]
+            layout = _own_layout(value) or (sources[0] if sources else "NCHW")
+            layouts[binding.var.name] = layout
+    return layouts
+
+
+def _own_layout(value: relax.Expr) -> str | None:
+    attrs = value.attrs if isinstance(value, relax.Call) else None
+    for field_ in ("out_layout", "layout", "data_layout"):
+        found = getattr(attrs, field_, None) if attrs is not None else None
+        if found is not None:
+            return str(found)
+    if op_name(value) == "relax.permute_dims" and value.attrs.axes is not None:
+        axes = [int(a) for a in value.attrs.axes]
+        return {(0, 2, 3, 1): "NHWC", (0, 3, 1, 2): "NCHW"}.get(tuple(axes))
+    return None
+
+
+def input_layout(value: relax.Expr, layouts: dict[str, str]) -> str | None:
+    """The layout of an op's first activation input."""
+    names = _input_names(value)
+    return layouts.get(names[0]) if names else None
+
+
 def build_graph(func: relax.Function, provenance: dict[str, list[str]]) -> Graph:
     """The view of `func` (main), with each binding attributed to its ONNX nodes."""
     inputs = {p.name: _param_op(p) for p in func.params}
+    layouts = infer_layouts(func)
     ops: dict[str, Op] = {}
     aliases: dict[str, str] = {}
     for block in func.body.blocks:
@@ -67,7 +100,7 @@ def build_graph(func: relax.Function, provenance: dict[str, list[str]]) -> Graph
             if isinstance(value, relax.Var):  # gv = lv: an alias, not an op
                 aliases[name] = aliases.get(value.name, value.name)
                 continue
-            ops[name] = _op(name, value, aliases)
+            ops[name] = _op(name, value, aliases, input_layout(value, layouts))
     outputs = [aliases.get(n, n) for n in _returned(func.body.body)]
     graph = Graph(ops, inputs, outputs)
     graph.consumers = _consumers(graph)
@@ -80,13 +113,13 @@ def _param_op(param: relax.Var) -> Op:
     return Op(param.name, None, [], shape, dtype, None, [])
 
 
-def _op(name: str, value: relax.Expr, aliases: dict[str, str]) -> Op:
+def _op(name: str, value: relax.Expr, aliases: dict[str, str], layout: str | None) -> Op:
     info = compat.tensor_type(value) or ((), "unknown")
     inputs = [aliases.get(v, v) for v in _input_names(value)]
     relax_op = op_name(value)
     view = None
     if relax_op is not None and relax_op not in QDQ_OPS and isinstance(value, relax.Call):
-        view = op_view(value, name)
+        view = op_view(value, name, layout=layout)
     return Op(name, relax_op, inputs, info[0], info[1], view)
 
 

@@ -69,14 +69,19 @@ def kind_of(call: relax.Call) -> str | None:
     return kind
 
 
-def op_view(call: relax.Call, name: str, activation: relax.Call | None = None) -> OpView:
-    """Describe `call` (with the activation fused after it, if any) for the support checks."""
+def op_view(
+    call: relax.Call, name: str, activation: relax.Call | None = None, layout: str | None = None
+) -> OpView:
+    """Describe `call` (with the activation fused after it, if any) for the support checks.
+    `layout` is the layout of its 4-D activations when the op has no layout attribute of its
+    own (an add, a mean after the layout pass made the model NHWC); NCHW when None."""
     kind = kind_of(call) or "unknown"
+    layout = _layout(call, layout)
     tensor_args = [a for a in call.args if _tensor(a) is not None]
-    inputs = tuple(_logical(_tensor(a), kind, call) for a in tensor_args)
-    output = _logical(_tensor(call), kind, call)
+    inputs = tuple(_logical(_tensor(a), layout) for a in tensor_args)
+    output = _logical(_tensor(call), layout)
     constants = tuple(is_constant_input(a) for a in tensor_args)
-    attrs = _ATTRS.get(kind, _no_attrs)(call)
+    attrs = _ATTRS.get(kind, _no_attrs)(call, layout)
     static = all(t is not None for t in (*[_tensor(a) for a in tensor_args], _tensor(call)))
     return OpView(
         kind=kind,
@@ -98,37 +103,45 @@ def _tensor(expr: relax.Expr) -> tuple[tuple[int, ...], str] | None:
     return shape, "int8" if dtype in ("int8", "uint8") else dtype
 
 
-def _logical(info, kind: str, call: relax.Call) -> tuple[tuple[int, ...], str]:
+# An NHWC axis as a logical NCHW axis.
+NHWC_TO_NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}
+
+
+def _logical(info, layout: str) -> tuple[tuple[int, ...], str]:
     if info is None:
         return ((), "unknown")
     shape, dtype = info
-    layout = _layout(call)
     if len(shape) == 4 and layout == "NHWC":
         shape = (shape[0], shape[3], shape[1], shape[2])
     return shape, dtype
 
 
-def _layout(call: relax.Call) -> str:
+def _logical_axis(axis: int, rank: int, layout: str) -> int:
+    axis %= max(rank, 1)
+    return NHWC_TO_NCHW_AXIS[axis] if rank == 4 and layout == "NHWC" else axis
+
+
+def _layout(call: relax.Call, default: str | None) -> str:
     attrs = call.attrs
     for field in ("data_layout", "layout"):
         value = getattr(attrs, field, None) if attrs is not None else None
         if value is not None:
             return str(value)
-    return "NCHW"
+    return default or "NCHW"
 
 
 def _ints(values) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-def _conv_attrs(call: relax.Call) -> dict[str, Any]:
+def _conv_attrs(call: relax.Call, layout: str) -> dict[str, Any]:
     attrs = call.attrs
     weight = _tensor(call.args[1])
     shape = weight[0] if weight else (1, 1, 1, 1)
     kernel_layout = str(attrs.kernel_layout)
     kh, kw = shape[kernel_layout.index("H")], shape[kernel_layout.index("W")]
-    data = _logical(_tensor(call.args[0]), "conv2d", call)[0]
-    out = _logical(_tensor(call), "conv2d", call)[0]
+    data = _logical(_tensor(call.args[0]), layout)[0]
+    out = _logical(_tensor(call), layout)[0]
     return {
         "kernel": (kh, kw),
         "strides": _ints(attrs.strides),
@@ -140,14 +153,14 @@ def _conv_attrs(call: relax.Call) -> dict[str, Any]:
     }
 
 
-def _dense_attrs(call: relax.Call) -> dict[str, Any]:
+def _dense_attrs(call: relax.Call, _layout: str) -> dict[str, Any]:
     data, weight = _tensor(call.args[0]), _tensor(call.args[1])
     k = data[0][-1] if data and data[0] else 0
     n = weight[0][-1] if weight and weight[0] else 0
     return {"in_channels": k, "out_channels": n}
 
 
-def _pool_attrs(call: relax.Call) -> dict[str, Any]:
+def _pool_attrs(call: relax.Call, _layout: str) -> dict[str, Any]:
     attrs = call.attrs
     return {
         "pool": _ints(attrs.pool_size),
@@ -157,24 +170,26 @@ def _pool_attrs(call: relax.Call) -> dict[str, Any]:
     }
 
 
-def _mean_attrs(call: relax.Call) -> dict[str, Any]:
+def _mean_attrs(call: relax.Call, layout: str) -> dict[str, Any]:
     if op_name(call) == "relax.nn.adaptive_avg_pool2d":
         return {"axes": (2, 3)}
     axes = call.attrs.axis
     rank = len(_tensor(call.args[0])[0]) if _tensor(call.args[0]) else 4
-    return {"axes": tuple(int(a) % rank for a in axes) if axes is not None else tuple(range(rank))}
+    axes = range(rank) if axes is None else axes
+    return {"axes": tuple(sorted(_logical_axis(int(a), rank, layout) for a in axes))}
 
 
-def _clip_attrs(call: relax.Call) -> dict[str, Any]:
+def _clip_attrs(call: relax.Call, _layout: str) -> dict[str, Any]:
     return {"min": compat.scalar_value(call.args[1]), "max": compat.scalar_value(call.args[2])}
 
 
-def _concat_attrs(call: relax.Call) -> dict[str, Any]:
+def _concat_attrs(call: relax.Call, layout: str) -> dict[str, Any]:
     axis = call.attrs.axis
-    return {"axis": int(axis) if axis is not None else 0}
+    rank = len(_tensor(call)[0]) if _tensor(call) else 1
+    return {"axis": _logical_axis(int(axis) if axis is not None else 0, rank, layout)}
 
 
-def _no_attrs(_call: relax.Call) -> dict[str, Any]:
+def _no_attrs(_call: relax.Call, _layout: str) -> dict[str, Any]:
     return {}
 
 

@@ -88,7 +88,9 @@ def _cpu_reason(graph: Graph, node: onnx.NodeProto, target: Target, annotation: 
             return not_listed_reason(op.view.kind, target)
     computing = [op for op in ops if op.relax_op is not None and not op.is_qdq]
     if computing:
-        return f"no VPU op covers {node.op_type} (Relax {computing[-1].relax_op})"
+        last = computing[-1]
+        how = "fused by the graph passes into" if len(last.onnx_nodes) > 1 else "imported as"
+        return f"no VPU op covers {node.op_type} ({how} Relax {last.relax_op})"
     return f"no VPU op covers {node.op_type}"
 
 
@@ -104,18 +106,40 @@ def _subgraph_rows(graph, onnx_model, placement) -> list[dict[str, Any]]:
 
 
 def _tensor_names(graph: Graph, onnx_model: onnx.ModelProto) -> dict[str, str]:
-    """Binding or input name -> the ONNX tensor it holds (its last node's first output)."""
+    """Binding or input name -> how the report names its tensor: the ONNX tensor it holds
+    (its last node's first output), or, for a binding the passes inserted (a layout
+    transpose), the tensor it transforms, marked."""
     outputs = {node.name: node.output[0] for node in onnx_model.graph.node if node.output}
     names = {name: name for name in graph.inputs}
     for op in graph.ops.values():
-        names[op.name] = outputs.get(op.onnx_nodes[-1], op.name) if op.onnx_nodes else op.name
+        if op.onnx_nodes:
+            names[op.name] = outputs.get(op.onnx_nodes[-1], op.name)
+        elif op.inputs and op.inputs[0] in names:
+            names[op.name] = f"{names[op.inputs[0]]} ({_what(op)})"
+        else:
+            names[op.name] = op.name
     return names
+
+
+def _what(op) -> str:
+    return {"relax.permute_dims": "transposed", "relax.reshape": "reshaped"}.get(
+        op.relax_op, op.relax_op or "copy"
+    )
+
+
+def _source(graph: Graph, name: str) -> str:
+    """Follow bindings without ONNX nodes (layout transposes) back to what they transform."""
+    while name in graph.ops and not graph.ops[name].onnx_nodes and graph.ops[name].inputs:
+        name = graph.ops[name].inputs[0]
+    return name
 
 
 def _endpoint(graph: Graph, name: str, side: str, names: dict[str, str], tensor: str) -> str:
     """How a boundary's end reads in the report: an ONNX node, `input:x` or `output:y`."""
     if name == HOST:
         return f"output:{names.get(tensor, tensor)}"
+    if side == "producer":
+        name = _source(graph, name)
     if name in graph.inputs:
         return f"input:{name}"
     op = graph.ops[name]

@@ -1,23 +1,21 @@
-"""Partition tests run the frontend and the graph preparation the compiler runs before
-partitioning, then call the partitioner directly."""
+"""Partition tests run the compiler's own stages (frontend, graph passes, partition) via
+driver.prepare_model; partition_models.py beside this file builds the test models."""
 
 import sys
 from pathlib import Path
 
 import pytest
-from tvm import relax
 
-from vpuc.compiler.frontend import import_model
+from vpuc.compiler.driver import CompileOptions, prepare_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture
-def prepare():
-    def run(model):
-        imported = import_model(model)
-        mod = relax.transform.FoldConstant()(imported.mod)
-        provenance = {var: [node] for var, node in imported.var_to_node.items()}
-        return mod, imported, provenance
+def partition():
+    """partition(model, target="vpu", **options) -> the partition report."""
+
+    def run(model, target="vpu", **options):
+        return prepare_model(model, target, CompileOptions(**options)).partition.report
 
     return run

@@ -5,22 +5,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from partition_models import opzoonet_shaped, strided_conv_model, tinyconvnet_shaped  # noqa: I001
 
-from vpuc.compiler.partition import partition_for_vpu
 from vpuc.compiler.partition.draw import to_dot
-from vpuc.targets import load_target
-
-
-@pytest.fixture
-def partition(prepare):
-    def run(model, target="vpu", **options):
-        mod, imported, provenance = prepare(model)
-        result = partition_for_vpu(mod, load_target(target), imported.onnx_model, provenance, **options)
-        return result.report
-
-    return run
 
 
 def test_tinyconvnet_raw_cut(partition):
@@ -46,10 +33,13 @@ def test_tinyconvnet_final_decision_keeps_the_trunk(partition):
     trunk = report["subgraphs"][0]
     assert trunk["ops"][:3] == ["stage1/conv", "stage1/relu", "stage2/conv"] and "stage4/pool" in trunk["ops"]
     boundaries = {(b["direction"], b["tensor"]): b for b in report["boundaries"]}
-    assert boundaries[("CPU->VPU", "input")]["bytes"] == 768
-    assert boundaries[("VPU->CPU", "stage4/pool:0")] | {} == {
+    # The VPU computes in NHWC: the host transposes the input before sending it, and the
+    # trunk's output crosses back in NHWC.
+    entry = boundaries[("CPU->VPU", "input (transposed)")]
+    assert (entry["producer"], entry["shape"], entry["bytes"]) == ("input:input", [1, 16, 16, 3], 768)
+    assert boundaries[("VPU->CPU", "stage4/pool:0")] == {
         "direction": "VPU->CPU", "tensor": "stage4/pool:0", "producer": "stage4/pool", "consumer": "head/gap",
-        "shape": [1, 32, 4, 4], "dtype": "int8", "bytes": 512,
+        "shape": [1, 4, 4, 32], "dtype": "int8", "bytes": 512,
     }  # fmt: skip
     judged = {v["subgraph"]: v for v in report["profitability"]}
     assert len(judged) == 2
@@ -113,7 +103,7 @@ def test_constraint_violation_is_the_reason(partition):
     assert all(op["device"] == "vpu" for op in ok["ops"])
 
 
-def test_drawing_clusters_subgraphs_and_labels_crossings(partition, prepare):
+def test_drawing_clusters_subgraphs_and_labels_crossings(partition):
     model = tinyconvnet_shaped()
     report = partition(model, profitability=False)
     dot = to_dot(report, model).source

@@ -1,0 +1,118 @@
+"""What the compiler's commands print for people (rich tables): the compile summary, the
+fusion audit (`vpuc optimize`) and the partition report (`vpuc partition`). `--json`
+output bypasses this module and prints the report dictionaries as they are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
+def print_compile_report(report: dict[str, Any], manifest: dict[str, Any], output: Path) -> None:
+    console = _console()
+    target = manifest["target"]
+    console.print(f"[bold]{report['model']}[/] -> {output}  (target {target['name']}, {target['kind']})")
+    table = _table("Tensors", "", "name", "shape", "dtype")
+    for kind in ("inputs", "outputs"):
+        for spec in manifest[kind]:
+            table.add_row(kind[:-1], spec["name"], "x".join(map(str, spec["shape"])), spec["dtype"])
+    console.print(table)
+    fusion = report.get("fusion") or {"fused": []}
+    console.print(
+        f"graph: {len(report['ops'])} ONNX ops; {len(fusion['fused'])} fusions; "
+        f"{len(report['folded_shape_nodes'])} shape-arithmetic nodes folded at import"
+    )
+    if report.get("partition"):
+        console.print(partition_totals_line(report["partition"]))
+    if report.get("execution"):
+        console.print(f"[yellow]note:[/] {report['execution']}")
+    timings = report["timings_s"]
+    stages = {k: v for k, v in timings.items() if not k.startswith("pass_")}
+    passes = sum(v for k, v in timings.items() if k.startswith("pass_"))
+    parts = [f"{k.removesuffix('_s')} {v:.2f} s" for k, v in stages.items()] + [f"passes {passes:.2f} s"]
+    console.print(f"compile time: {', '.join(parts)}")
+
+
+def partition_totals_line(partition: dict[str, Any]) -> str:
+    final, raw = partition["totals"], partition["raw_totals"]
+    return (
+        f"partition ({partition['target']}): {final['vpu_ops']} VPU ops, {final['cpu_ops']} CPU ops, "
+        f"{final['subgraphs']} VPU subgraphs, {final['boundaries']} boundaries, {final['bytes']} B per "
+        f"inference (op list alone: {raw['vpu_ops']} VPU ops, {raw['subgraphs']} subgraphs, "
+        f"{raw['boundaries']} boundaries, {raw['bytes']} B)"
+    )
+
+
+def print_partition_report(model: str, partition: dict[str, Any]) -> None:
+    console = _console()
+    console.print(f"[bold]{model}[/] on target {partition['target']}")
+    table = _table("Ops", "ONNX node", "op", "device", "subgraph", "reason")
+    for op in partition["ops"]:
+        colour = {"vpu": "blue", "cpu": "yellow"}.get(op["device"], "dim")
+        subgraph = "" if op["subgraph"] is None else str(op["subgraph"])
+        table.add_row(op["name"], op["op"], f"[{colour}]{op['device']}[/]", subgraph, op["reason"])
+    console.print(table)
+    table = _table("VPU subgraphs", "id", "ONNX nodes")
+    for subgraph in partition["subgraphs"]:
+        table.add_row(str(subgraph["id"]), ", ".join(subgraph["ops"]))
+    console.print(table)
+    table = _table("Boundaries", "direction", "tensor", "producer", "consumer", "shape", "dtype", "bytes")
+    for b in partition["boundaries"]:
+        shape = "x".join(map(str, b["shape"]))
+        table.add_row(
+            b["direction"], b["tensor"], b["producer"], b["consumer"], shape, b["dtype"], str(b["bytes"])
+        )
+    console.print(table)
+    table = _table(
+        "Profitability (each subgraph of the op-list cut)",
+        "subgraph",
+        "ops",
+        "VPU us",
+        "transfers us",
+        "CPU us",
+        "decision",
+    )
+    for v in partition["profitability"]:
+        table.add_row(
+            str(v["subgraph"]), str(v["onnx_ops"]), f"{v['vpu_us']:.2f}", f"{v['transfer_us']:.2f}",
+            f"{v['cpu_us']:.2f}", v["decision"],
+        )  # fmt: skip
+    console.print(table)
+    console.print(partition_totals_line(partition))
+
+
+def print_audit(model: str, target: str, result) -> None:
+    """The fusion audit of `vpuc optimize` (result: pipeline.OptimizeResult)."""
+    console = _console()
+    before, after = result.ops_before, result.ops_after
+    console.print(
+        f"[bold]{model}[/] (target {target}): {before['compute']} -> {after['compute']} compute ops, "
+        f"{before['transposes']} -> {after['transposes']} transposes; layout {result.layout['choice']}"
+    )
+    for key, title in (("fused", "Fused"), ("not_fused", "Not fused (near misses)")):
+        table = _table(
+            f"{title}: {len(result.audit[key])}",
+            "pattern",
+            "ONNX nodes",
+            "fused into" if key == "fused" else "reason",
+        )
+        for entry in result.audit[key]:
+            table.add_row(entry["pattern"], ", ".join(entry["nodes"]), entry["reason"])
+        console.print(table)
+    total_ms = 1e3 * sum(result.timings.values())
+    each = ", ".join(f"{k} {1e3 * v:.1f}" for k, v in result.timings.items())
+    console.print(f"passes: {total_ms:.1f} ms ({each})")
