@@ -1,0 +1,61 @@
+"""The quantiser: between the graph passes and the partitioner (DESIGN.md, Numerics).
+
+    optimised float module --calibrate--> QDQ module: the VPU's ops int8, the rest float
+    QDQ input model        --cleanup----> the same parameters, canonical QDQ form
+
+Entry points:
+    quantize_for_compile(mod, target, onnx_model, provenance, input_specs, calib_path=..., ...)
+                                                   what the compile driver calls (api.py)
+    quantize(mod, target, onnx_model, provenance, calib, method, percentile, held_out)
+                                                   float module -> QuantizeResult (ptq.py)
+    quantize_qdq(mod, provenance, held_out, output_names)   QDQ module -> QuantizeResult
+    load_calibration(path, input_specs), synthetic_calibration(input_specs, n, seed)
+    check_qdq_onnx(onnx_model)                     QDQ parameter check before the import
+
+Files, in pipeline order: data (samples), observe (run on the VM), histogram + ranges
+(calibration methods), params (scales, zero points, int8/int32 constants), plan (which
+composites), calibrate, realize (the QDQ insertion pass), accuracy + metrics (the report);
+for QDQ inputs qdq_onnx, qdq_params, qdq_uint8, qdq_constants, qdq_pairs, qdq_strip,
+qdq_model. docs/quantization.md describes methods, data, numerics and accuracy figures.
+"""
+
+from vpuc.compiler.quantize.api import check_options, quantize_for_compile
+from vpuc.compiler.quantize.data import (
+    CalibrationData,
+    load_calibration,
+    split_file_samples,
+    synthetic_calibration,
+    synthetic_split,
+)
+from vpuc.compiler.quantize.errors import CalibrationError, QDQError
+from vpuc.compiler.quantize.params import QParams
+from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
+from vpuc.compiler.quantize.qdq_model import clean_qdq, is_qdq_module, quantize_qdq
+from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx, is_qdq_onnx
+from vpuc.compiler.quantize.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
+from vpuc.compiler.quantize.report import accuracy_tables
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "DEFAULT_PERCENTILE",
+    "METHODS",
+    "CalibrationData",
+    "CalibrationError",
+    "QDQError",
+    "QParams",
+    "QuantizeResult",
+    "accuracy_tables",
+    "check_options",
+    "check_qdq_onnx",
+    "clean_qdq",
+    "is_qdq_module",
+    "is_qdq_onnx",
+    "load_calibration",
+    "onnx_provenance",
+    "quantize",
+    "quantize_for_compile",
+    "quantize_qdq",
+    "split_file_samples",
+    "synthetic_calibration",
+    "synthetic_split",
+]

@@ -1,0 +1,105 @@
+"""The quantiser's entry point for the compile driver: options and data in, QDQ module out.
+
+    optimised module (float or QDQ) + --calib / --calib-synthetic / --calib-method /
+    --percentile  ->  QuantizeResult(mod, accuracy, provenance, warnings, ...)
+
+A float model is calibrated and quantised (ptq.py); a model that already has Q/DQ keeps its
+parameters and is only cleaned up and measured (qdq_model.py). Without --calib or
+--calib-synthetic the float path calibrates on DEFAULT_SYNTHETIC_SAMPLES synthetic samples,
+with a warning. Every bad option or sample is a CompileError (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import tvm
+
+from vpuc.compiler.errors import CompileError
+from vpuc.compiler.frontend import TensorSpec
+from vpuc.compiler.quantize.data import (
+    DEFAULT_SYNTHETIC_SAMPLES,
+    MIN_SYNTHETIC_HELD_OUT,
+    SplitData,
+    load_calibration,
+    split_file_samples,
+    synthetic_calibration,
+    synthetic_split,
+)
+from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
+from vpuc.compiler.quantize.qdq_model import is_qdq_module, quantize_qdq
+from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
+from vpuc.compiler.quantize.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
+from vpuc.targets import Target
+
+
+def quantize_for_compile(
+    mod: tvm.IRModule,
+    target: Target,
+    onnx_model: onnx.ModelProto,
+    provenance: dict[str, list[str]],
+    input_specs: list[TensorSpec],
+    calib_path: str | Path | None = None,
+    calib_synthetic: int | None = None,
+    method: str = DEFAULT_METHOD,
+    percentile: float = DEFAULT_PERCENTILE,
+    seed: int = 0,
+    profitability: bool = True,
+    min_subgraph_ops: int = 1,
+    bias_correction: bool = True,
+) -> QuantizeResult:
+    """Quantise (or, for a QDQ model, clean up) `mod` for a VPU target; see the module docstring."""
+    if not target.has_vpu:
+        raise ValueError(
+            f"target '{target.name}' has no VPU: nothing to quantise (call only for VPU targets)"
+        )
+    check_options(calib_path, calib_synthetic, method, percentile)
+    provenance = onnx_provenance(provenance, onnx_model)
+    if is_qdq_module(mod):
+        check_qdq_onnx(onnx_model)  # errors in ONNX node names (the driver should call it before import)
+        held_out, warnings = _qdq_samples(input_specs, calib_path, calib_synthetic, seed)
+        output_names = [o.name for o in onnx_model.graph.output]
+        result = quantize_qdq(mod, provenance, held_out, output_names, target.host.llvm)
+        result.warnings.extend(warnings)
+        return result
+    split = _split(input_specs, calib_path, calib_synthetic, seed)
+    result = quantize(
+        mod, target, onnx_model, provenance, split.calibration, method, percentile,
+        split.held_out, profitability, min_subgraph_ops, bias_correction,
+    )  # fmt: skip
+    result.warnings[:0] = list(split.warnings)
+    return result
+
+
+def check_options(calib_path, calib_synthetic: int | None, method: str, percentile: float) -> None:
+    if calib_path is not None and calib_synthetic is not None:
+        raise CompileError("--calib and --calib-synthetic exclude each other: give one")
+    if calib_synthetic is not None and calib_synthetic < 1:
+        raise CompileError(f"--calib-synthetic {calib_synthetic}: need at least 1 sample")
+    if method not in METHODS:
+        raise CompileError(f"--calib-method '{method}': known methods are {', '.join(METHODS)}")
+    if not 0.0 < percentile <= 100.0:
+        raise CompileError(f"--percentile {percentile:g}: must be in (0, 100]")
+
+
+def _split(specs: list[TensorSpec], calib_path, calib_synthetic: int | None, seed: int) -> SplitData:
+    if calib_path is not None:
+        return split_file_samples(load_calibration(calib_path, specs))
+    return synthetic_split(specs, calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES, seed)
+
+
+def _qdq_samples(specs, calib_path, calib_synthetic: int | None, seed: int):
+    """A QDQ model needs no calibration: every given sample measures accuracy."""
+    if calib_path is not None:
+        return load_calibration(calib_path, specs), []
+    count = max(MIN_SYNTHETIC_HELD_OUT, (calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES) // 4)
+    data = synthetic_calibration(specs, count, seed, stream=1)
+    warning = (
+        f"measuring the QDQ model's accuracy on synthetic data ({data.source}): "
+        "give --calib X.npz for figures that mean something"
+    )
+    return data, [warning]
+
+
+__all__ = ["DEFAULT_METHOD", "DEFAULT_PERCENTILE", "quantize_for_compile"]

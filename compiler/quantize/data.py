@@ -1,0 +1,185 @@
+"""Calibration samples: where they come from, how they are checked, and which are held out.
+
+The quantiser's first input (compiler/quantize, before calibration). Two sources:
+
+    --calib X.npz          one array per model input, a stack of N samples: shape
+                           (N, *input_shape), or (N, *input_shape[1:]) when the input's
+                           batch dim is 1 (a batch of N single samples)
+    --calib-synthetic N    seeded random samples (SYNTHETIC_DISTRIBUTION); accuracy figures
+                           then say how the quantised model tracks the float one on noise,
+                           not on the user's data, so a warning says so
+
+Held-out samples (for the accuracy report, never used to calibrate): from a file, the last
+HELD_OUT_FRACTION of its samples (at least one; a one-sample file is used for both, with a
+warning); for synthetic data, max(MIN_SYNTHETIC_HELD_OUT, N // 4) fresh samples drawn from
+a second, independent stream of the same seed.
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vpuc.compiler.frontend import TensorSpec
+from vpuc.compiler.quantize.errors import CalibrationError
+
+SYNTHETIC_DISTRIBUTION = "float inputs ~ N(0, 1) i.i.d. per element; integer and bool inputs 0"
+HELD_OUT_FRACTION = 0.2
+MIN_SYNTHETIC_HELD_OUT = 8
+DEFAULT_SYNTHETIC_SAMPLES = 32
+SYNTHETIC_WARNING = (
+    "calibrating on synthetic data ({what}): the accuracy figures measure the quantised model "
+    "against the float one on random inputs, not on your data; give --calib X.npz for figures "
+    "that mean something"
+)
+
+
+@dataclass(frozen=True)
+class CalibrationData:
+    """N samples of every model input: `samples[name]` has shape (N, *input_shape)."""
+
+    samples: dict[str, np.ndarray]
+    source: str  # a file path, or "synthetic (N=.., seed=..)"
+    synthetic: bool = False
+
+    @property
+    def count(self) -> int:
+        return next(iter(self.samples.values())).shape[0] if self.samples else 0
+
+    def sample(self, index: int) -> dict[str, np.ndarray]:
+        return {name: stack[index] for name, stack in self.samples.items()}
+
+    def subset(self, indices: range, source: str) -> CalibrationData:
+        return CalibrationData(
+            {n: s[indices.start : indices.stop] for n, s in self.samples.items()}, source, self.synthetic
+        )
+
+
+def synthetic_calibration(
+    input_specs: list[TensorSpec], n: int, seed: int = 0, stream: int = 0
+) -> CalibrationData:
+    """`n` seeded samples per input (SYNTHETIC_DISTRIBUTION); `stream` 1 gives held-out ones."""
+    if n < 1:
+        raise CalibrationError(f"--calib-synthetic {n}: need at least 1 sample")
+    rng = np.random.default_rng([seed, stream])
+    samples = {}
+    for spec in input_specs:
+        shape = (n, *spec.shape)
+        if np.issubdtype(np.dtype(spec.dtype), np.floating):
+            samples[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
+        else:
+            samples[spec.name] = np.zeros(shape, dtype=spec.dtype)
+    return CalibrationData(samples, f"synthetic (N={n}, seed={seed}, stream={stream})", synthetic=True)
+
+
+def load_calibration(path: str | Path, input_specs: list[TensorSpec]) -> CalibrationData:
+    """Read and check an .npz of samples; every problem is a CalibrationError naming the
+    file and the input."""
+    path = Path(path)
+    arrays = _read_npz(path)
+    names = [spec.name for spec in input_specs]
+    for key in arrays:
+        if key not in names:
+            raise CalibrationError(
+                f"{path}: array '{key}' is not an input of the model (inputs: {', '.join(names)})"
+            )
+    samples = {spec.name: _checked(path, spec, arrays) for spec in input_specs}
+    counts = {name: stack.shape[0] for name, stack in samples.items()}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{name}={count}" for name, count in counts.items())
+        raise CalibrationError(f"{path}: inputs have different sample counts ({listed})")
+    return CalibrationData(samples, str(path))
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise CalibrationError(f"{path}: calibration file does not exist")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise CalibrationError(f"{path}: not a readable NumPy .npz file ({_first_line(exc)})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise CalibrationError(
+            f"{path}: expected an .npz archive with one array per input, got a single array"
+        )
+    try:
+        with loaded as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise CalibrationError(f"{path}: not a readable NumPy .npz file ({_first_line(exc)})") from None
+    if not arrays:
+        raise CalibrationError(f"{path}: the file holds no arrays")
+    return arrays
+
+
+def _checked(path: Path, spec: TensorSpec, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    if spec.name not in arrays:
+        held = ", ".join(arrays) or "nothing"
+        raise CalibrationError(f"{path}: no samples for input '{spec.name}' (the file holds: {held})")
+    stack = arrays[spec.name]
+    if stack.dtype != np.dtype(spec.dtype):
+        raise CalibrationError(
+            f"{path}: input '{spec.name}' is {stack.dtype}, the model expects {spec.dtype} "
+            "(convert with .astype)"
+        )
+    stack = _as_stack(path, spec, stack)
+    if stack.shape[0] == 0:
+        raise CalibrationError(f"{path}: input '{spec.name}' holds 0 samples")
+    if np.issubdtype(stack.dtype, np.floating):
+        bad = ~np.isfinite(stack.reshape(stack.shape[0], -1)).all(axis=1)
+        if bad.any():
+            index = int(np.argmax(bad))
+            what = "NaN" if np.isnan(stack[index]).any() else "Inf"
+            raise CalibrationError(f"{path}: input '{spec.name}' sample {index} contains {what}")
+    return np.ascontiguousarray(stack)
+
+
+def _as_stack(path: Path, spec: TensorSpec, stack: np.ndarray) -> np.ndarray:
+    shape = tuple(spec.shape)
+    if stack.shape[1:] == shape:
+        return stack
+    if shape and shape[0] == 1 and stack.shape[1:] == shape[1:]:
+        return stack.reshape((stack.shape[0], *shape))
+    accepted = f"(N, {', '.join(map(str, shape))})"
+    if shape and shape[0] == 1:
+        accepted += f" or (N, {', '.join(map(str, shape[1:]))})"
+    raise CalibrationError(f"{path}: input '{spec.name}' has shape {tuple(stack.shape)}; expected {accepted}")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class SplitData:
+    """Samples to calibrate on, samples to measure accuracy on, and what to tell the user."""
+
+    calibration: CalibrationData
+    held_out: CalibrationData
+    warnings: tuple[str, ...] = ()
+
+
+def split_file_samples(data: CalibrationData) -> SplitData:
+    """The last HELD_OUT_FRACTION of a file's samples are held out (at least one)."""
+    n = data.count
+    if n == 1:
+        warning = f"{data.source}: one sample only, so accuracy is measured on the calibration sample itself"
+        return SplitData(data, data, (warning,))
+    held = max(1, math.ceil(n * HELD_OUT_FRACTION)) if n >= 2 else 0
+    calibration = data.subset(range(0, n - held), f"{data.source} [0:{n - held}]")
+    held_out = data.subset(range(n - held, n), f"{data.source} [{n - held}:{n}]")
+    return SplitData(calibration, held_out)
+
+
+def synthetic_split(input_specs: list[TensorSpec], n: int, seed: int = 0) -> SplitData:
+    """`n` synthetic calibration samples and max(MIN_SYNTHETIC_HELD_OUT, n // 4) fresh
+    held-out samples from an independent stream, with the synthetic-data warning."""
+    calibration = synthetic_calibration(input_specs, n, seed, stream=0)
+    held_out = synthetic_calibration(input_specs, max(MIN_SYNTHETIC_HELD_OUT, n // 4), seed, stream=1)
+    warning = SYNTHETIC_WARNING.format(what=f"{n} samples, {SYNTHETIC_DISTRIBUTION}, seed {seed}")
+    return SplitData(calibration, held_out, (warning,))

@@ -1,0 +1,82 @@
+"""QDQ input models: keep their quantisation, clean it up, and measure it.
+
+    imported QDQ module  ->  validate -> uint8_to_int8 -> fold_constant_layout -> fold_qdq_pairs
+                         ->  accuracy against strip_fake_quant(cleaned)
+
+A model that already has QuantizeLinear/DequantizeLinear is not re-quantised: its scales
+and zero points are the ones the VPU uses. The passes (one per file) only change how the
+same numbers are written, so the cleaned module computes bit for bit what onnxruntime
+computes on the original with graph optimisations disabled.
+"""
+
+from __future__ import annotations
+
+import tvm
+
+from vpuc.compiler.quantize.accuracy import LayerProbe, evaluate, layer_name
+from vpuc.compiler.quantize.bindings import QUANTIZE, BindingView
+from vpuc.compiler.quantize.data import CalibrationData
+from vpuc.compiler.quantize.observe import Observer
+from vpuc.compiler.quantize.ptq import QuantizeResult
+from vpuc.compiler.quantize.qdq_constants import fold_constant_layout
+from vpuc.compiler.quantize.qdq_pairs import fold_qdq_pairs
+from vpuc.compiler.quantize.qdq_params import QDQ_OPS, call_params, validate_qdq
+from vpuc.compiler.quantize.qdq_strip import strip_fake_quant
+from vpuc.compiler.quantize.qdq_uint8 import uint8_to_int8
+
+CLEANUP = (uint8_to_int8, fold_constant_layout, fold_qdq_pairs)  # in this order: pairs compare int8 params
+
+
+def is_qdq_module(mod: tvm.IRModule) -> bool:
+    """Whether main has any quantize/dequantize (a QDQ model, not a float one)."""
+    view = BindingView.of(mod["main"])
+    return any(view.op(name) in QDQ_OPS for name in view.values)
+
+
+def clean_qdq(mod: tvm.IRModule, provenance: dict[str, list[str]]) -> tvm.IRModule:
+    """Validate the model's parameters (QDQError naming the node), then the cleanup passes."""
+    validate_qdq(mod, provenance)
+    for cleanup in CLEANUP:
+        mod = cleanup(mod)
+    return mod
+
+
+def quantize_qdq(
+    mod: tvm.IRModule,
+    provenance: dict[str, list[str]],
+    held_out: CalibrationData,
+    output_names: list[str],
+    llvm_target: str = "llvm",
+) -> QuantizeResult:
+    """Clean a QDQ module and report its accuracy against its float reference."""
+    cleaned = clean_qdq(mod, provenance)
+    stripped = strip_fake_quant(cleaned)
+    probes = _probes(cleaned, stripped.mod, stripped.reference_of, provenance)
+    reference = Observer(stripped.mod, [p.float_tensor for p in probes], llvm_target)
+    quantized = Observer(cleaned, [p.quantized for p in probes], llvm_target)
+    accuracy = evaluate(reference, quantized, held_out, output_names, probes)
+    summary = {
+        "mode": "qdq model: parameters kept",
+        "method": None,
+        "percentile": None,
+        "calibration": None,
+        "held_out": {"source": held_out.source, "samples": held_out.count},
+        "quantized_tensors": len(probes),
+    }
+    return QuantizeResult(cleaned, accuracy, None, dict(provenance), [], [], summary)
+
+
+def _probes(cleaned, reference, reference_of: dict[str, str], provenance) -> list[LayerProbe]:
+    """One probe per quantize of a float tensor the reference still computes (compared
+    with its clamped twin where the quantize's range starts at 0)."""
+    view, available = BindingView.of(cleaned["main"]), set(BindingView.of(reference["main"]).vars)
+    probes = []
+    for name, value in view.values.items():
+        if view.op(name) != QUANTIZE or call_params(value) is None:
+            continue
+        source = getattr(value.args[0], "name", "")
+        tensor = reference_of.get(source, source)
+        if tensor in available:
+            label, nodes = layer_name(source, provenance)
+            probes.append(LayerProbe(label, tensor, name, call_params(value), nodes))
+    return probes
