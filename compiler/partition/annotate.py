@@ -48,14 +48,15 @@ def annotate(
     annotation = Annotation()
     blocked = blocked or {}
     layouts = infer_layouts(mod["main"])
-    patterns = [_fusion_pattern(row, target, annotation, blocked, layouts) for row in pattern_table()]
+    bound = relax.analysis.get_var2val(mod["main"])
+    patterns = [_fusion_pattern(row, target, annotation, blocked, layouts, bound) for row in pattern_table()]
     mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
     mod = relax.transform.MergeCompositeFunctions()(mod)
     return mod, annotation
 
 
 def _fusion_pattern(
-    row: PatternRow, target: Target, annotation: Annotation, blocked, layouts
+    row: PatternRow, target: Target, annotation: Annotation, blocked, layouts, bound
 ) -> FusionPattern:
     def check(ctx: PatternCheckContext) -> bool:
         names = {var: var.name for var in ctx.matched_bindings.keys()}
@@ -67,7 +68,8 @@ def _fusion_pattern(
                 return False
         # The core's own output has its input's layout (ops with a layout attribute say
         # theirs); its input may be a var an earlier composite just created, unknown here.
-        refusals = _violations(ctx, core, core_name, target, layouts.get(core_name))
+        seen = {**bound, **dict(ctx.matched_bindings.items())}
+        refusals = _violations(ctx, core, core_name, target, layouts.get(core_name), seen)
         for var, reason in refusals:
             annotation.refuse(var, reason)
         if refusals:
@@ -82,7 +84,7 @@ def _fusion_pattern(
 
 
 def _violations(
-    ctx: PatternCheckContext, core, core_name: str, target: Target, layout: str | None
+    ctx: PatternCheckContext, core, core_name: str, target: Target, layout: str | None, bound
 ) -> list[tuple[str, str]]:
     """(binding name, reason) for every check the match fails: the core's, then the fused
     activation's (each against its own kind's limits)."""
@@ -92,7 +94,7 @@ def _violations(
         ops.append((act, _bound_name(ctx, act) or core_name, None))
     refusals = []
     for expr, name, activation in ops:
-        view = op_view(expr, name, activation, layout)
+        view = op_view(expr, name, activation, layout, bound)
         if not target.supports(view.kind):
             refusals.append((name, not_listed_reason(view.kind, target)))
             continue

@@ -92,6 +92,7 @@ def build_graph(func: relax.Function, provenance: dict[str, list[str]]) -> Graph
     """The view of `func` (main), with each binding attributed to its ONNX nodes."""
     inputs = {p.name: _param_op(p) for p in func.params}
     layouts = infer_layouts(func)
+    bound = relax.analysis.get_var2val(func)
     ops: dict[str, Op] = {}
     aliases: dict[str, str] = {}
     for block in func.body.blocks:
@@ -100,7 +101,7 @@ def build_graph(func: relax.Function, provenance: dict[str, list[str]]) -> Graph
             if isinstance(value, relax.Var):  # gv = lv: an alias, not an op
                 aliases[name] = aliases.get(value.name, value.name)
                 continue
-            ops[name] = _op(name, value, aliases, input_layout(value, layouts))
+            ops[name] = _op(name, value, aliases, input_layout(value, layouts), bound)
     outputs = [aliases.get(n, n) for n in _returned(func.body.body)]
     graph = Graph(ops, inputs, outputs)
     graph.consumers = _consumers(graph)
@@ -113,13 +114,13 @@ def _param_op(param: relax.Var) -> Op:
     return Op(param.name, None, [], shape, dtype, None, [])
 
 
-def _op(name: str, value: relax.Expr, aliases: dict[str, str], layout: str | None) -> Op:
+def _op(name: str, value: relax.Expr, aliases: dict[str, str], layout: str | None, bound) -> Op:
     info = compat.tensor_type(value) or ((), "unknown")
     inputs = [aliases.get(v, v) for v in _input_names(value)]
     relax_op = op_name(value)
     view = None
     if relax_op is not None and relax_op not in QDQ_OPS and isinstance(value, relax.Call):
-        view = op_view(value, name, layout=layout)
+        view = op_view(value, name, layout=layout, bound=bound)
     return Op(name, relax_op, inputs, info[0], info[1], view)
 
 

@@ -56,6 +56,24 @@ def strip_qdq(expr: relax.Expr) -> relax.Expr:
     return expr
 
 
+def inline_qdq(call: relax.Call, bound) -> relax.Call:
+    """`call` with every var argument bound to a quantize/dequantize replaced by that call,
+    recursively. Relax binds every call to a var, so in a QDQ module a conv's weight is a
+    var bound to `dequantize(constant)`; the checks must see the constant behind it.
+    `bound` maps vars to their values (relax.analysis.get_var2val)."""
+    if not isinstance(call, relax.Call):
+        return call
+    args, changed = [], False
+    for arg in call.args:
+        value = bound.get(arg) if isinstance(arg, relax.Var) else None
+        if op_name(value) in QDQ_OPS:
+            arg, changed = inline_qdq(value, bound), True
+        args.append(arg)
+    if not changed:
+        return call
+    return relax.Call(call.op, args, call.attrs, call.ty_args, ret_ty=call.ty)
+
+
 def is_constant_input(expr: relax.Expr) -> bool:
     return compat.is_constant(strip_qdq(expr))
 
@@ -70,11 +88,18 @@ def kind_of(call: relax.Call) -> str | None:
 
 
 def op_view(
-    call: relax.Call, name: str, activation: relax.Call | None = None, layout: str | None = None
+    call: relax.Call,
+    name: str,
+    activation: relax.Call | None = None,
+    layout: str | None = None,
+    bound=None,
 ) -> OpView:
     """Describe `call` (with the activation fused after it, if any) for the support checks.
     `layout` is the layout of its 4-D activations when the op has no layout attribute of its
-    own (an add, a mean after the layout pass made the model NHWC); NCHW when None."""
+    own (an add, a mean after the layout pass made the model NHWC); NCHW when None.
+    `bound` ({var: value}) lets the view see through Q/DQ bindings of the arguments."""
+    if bound is not None:
+        call = inline_qdq(call, bound)
     kind = kind_of(call) or "unknown"
     layout = _layout(call, layout)
     tensor_args = [a for a in call.args if _tensor(a) is not None]

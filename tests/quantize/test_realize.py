@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from partition_shim import with_qdq_inlining
 from tvm import relax
 
 from vpuc.compiler.partition import Placement, partition_for_vpu
@@ -101,8 +100,7 @@ def test_realize_inserts_qdq_around_the_composite_only():
 
 def test_realized_module_partitions_as_one_quantized_composite():
     target = load_target("vpu")
-    with with_qdq_inlining():
-        result = partition_for_vpu(_realized().mod, target, _onnx_stub(), {}, profitability=False)
+    result = partition_for_vpu(_realized().mod, target, _onnx_stub(), {}, profitability=False)
     names = [c.name for c in result.placement.composites]
     assert names == ["vpu.conv2d_bias_act_q"]
 

@@ -10,7 +10,6 @@ samples, 8 fresh held-out samples, seed 0; measured figures are a few dB above t
 from __future__ import annotations
 
 import pytest
-from partition_shim import with_qdq_inlining
 
 from vpuc.compiler.partition import partition_for_vpu
 from vpuc.compiler.quantize import quantize, synthetic_split
@@ -142,10 +141,9 @@ def test_quantized_op_set_is_the_vpu_op_set_on_opzoonet(quantized, config):
     }
     assert planned == _vpu_nodes(float_report)
     assert len(planned) >= (7 if config == "compile" else 20)
-    with with_qdq_inlining():
-        after = partition_for_vpu(
-            result.mod, target, imported.onnx_model, result.provenance, profitability=profitability
-        )
+    after = partition_for_vpu(
+        result.mod, target, imported.onnx_model, result.provenance, profitability=profitability
+    )
     view = BindingView.of(result.mod["main"])
     assert all(
         _int8_in_int8_out(view, c.members) and c.name.endswith("_q") for c in after.placement.composites
@@ -176,14 +174,6 @@ def _same_placement(quantized, name: str, config: str):
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("name", REPARTITIONED)
 def test_repartition_puts_the_same_nodes_on_the_vpu(quantized, name, config):
-    """With the partitioner seeing through Q/DQ bindings (partition_shim.py, the change
-    proposed for compiler/partition), the QDQ module partitions exactly as the float one."""
-    with with_qdq_inlining():
-        _same_placement(quantized, name, config)
-
-
-@pytest.mark.xfail(
-    strict=True, reason="compiler/partition does not see through Q/DQ bindings yet (partition_shim.py)"
-)
-def test_repartition_without_shim(quantized):
-    _same_placement(quantized, "tinyconvnet", "compile")
+    """The partitioner sees through Q/DQ bindings (opview.inline_qdq): the quantised module
+    partitions exactly as the float one, every composite taking int8 in and out."""
+    _same_placement(quantized, name, config)
