@@ -71,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the compile report as JSON")
     _add_partition_options(p)
+    _add_calibration_options(p)
     p.set_defaults(handler=_compile)
 
     p = sub.add_parser("partition", help="report where each op runs (VPU or CPU) and why")
@@ -128,6 +129,38 @@ def _add_partition_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _add_calibration_options(parser: argparse.ArgumentParser) -> None:
+    from vpuc.compiler.quantize import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
+
+    group = parser.add_argument_group("quantisation (VPU targets; docs/quantization.md)")
+    data = group.add_mutually_exclusive_group()
+    data.add_argument(
+        "--calib", metavar="X.npz", help="calibration samples: one stacked array per input name"
+    )
+    data.add_argument(
+        "--calib-synthetic", type=int, metavar="N",
+        help="N seeded synthetic samples (the default, 32: accuracy figures then mean little)",
+    )  # fmt: skip
+    group.add_argument(
+        "--calib-method", choices=METHODS, default=DEFAULT_METHOD, help=f"(default {DEFAULT_METHOD})"
+    )
+    group.add_argument(
+        "--percentile",
+        type=float,
+        default=DEFAULT_PERCENTILE,
+        help=f"for --calib-method percentile (default {DEFAULT_PERCENTILE})",
+    )
+
+
+def _calibration_options(args) -> dict:
+    return {
+        "calib": args.calib,
+        "calib_synthetic": args.calib_synthetic,
+        "calib_method": args.calib_method,
+        "percentile": args.percentile,
+    }
+
+
 def _partition_options(args) -> dict:
     from vpuc.compiler.errors import CompileError
 
@@ -143,16 +176,17 @@ def _input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def _compile(args) -> int:
-    from vpuc.compiler import compile_model
+    from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
     from vpuc.compiler.reports import print_compile_report
 
     output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
-    artifact = compile_model(
-        args.model,
-        target=args.target,
-        input_shapes=_input_shapes(args.input_shape),
-        **_partition_options(args),
+    options = CompileOptions(
+        input_shapes=_input_shapes(args.input_shape), **_partition_options(args), **_calibration_options(args)
     )
+    prepared = prepare_model(args.model, args.target, options)
+    for warning in prepared.warnings:
+        print(f"vpuc compile: warning: {warning}", file=sys.stderr)
+    artifact = build_artifact(args.model, prepared)
     artifact.save(output)
     if args.json:
         print(json.dumps({**artifact.report, "artifact": str(output)}, indent=2))
@@ -167,7 +201,10 @@ def _partition(args) -> int:
     from vpuc.compiler.partition.draw import write_drawing
     from vpuc.compiler.reports import print_partition_report
 
-    options = CompileOptions(input_shapes=_input_shapes(args.input_shape), **_partition_options(args))
+    # The float model partitions as its quantised form will (tests/quantize): no calibration.
+    options = CompileOptions(
+        input_shapes=_input_shapes(args.input_shape), quantize=False, **_partition_options(args)
+    )
     prepared = prepare_model(args.model, args.target, options)
     if prepared.partition is None:
         raise CompileError(

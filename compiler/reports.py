@@ -38,6 +38,11 @@ def print_compile_report(report: dict[str, Any], manifest: dict[str, Any], outpu
     )
     if report.get("partition"):
         console.print(partition_totals_line(report["partition"]))
+    if report.get("accuracy"):
+        from vpuc.compiler.quantize import accuracy_tables
+
+        for table in accuracy_tables(report["accuracy"]):
+            console.print(table)
     if report.get("execution"):
         console.print(f"[yellow]note:[/] {report['execution']}")
     timings = report["timings_s"]

@@ -26,7 +26,7 @@ def print_run_report(executable, result: dict[str, Any]) -> None:
     if check is None:
         return
     table = Table(title=f"Check against onnxruntime ({check['model']})", title_justify="left")
-    for column in ("output", "max abs err", "rel err", ""):
+    for column in ("output", "max abs err", "rel err", "SQNR dB", ""):
         table.add_column(column)
     for out in check["outputs"]:
         ok = out["rel_err"] <= check["tolerance"]
@@ -34,8 +34,11 @@ def print_run_report(executable, result: dict[str, Any]) -> None:
             out["name"],
             f"{out['max_abs_err']:.3g}",
             f"{out['rel_err']:.3g}",
+            "exact" if out["sqnr_db"] is None else f"{out['sqnr_db']:.1f}",
             "[green]ok[/]" if ok else "[red]FAIL[/]",
         )
     console.print(table)
     verdict = "[green]PASS[/]" if check["passed"] else "[red]FAIL[/]"
-    console.print(f"check: {verdict} (tolerance: rel err <= {check['tolerance']:g})")
+    console.print(
+        f"check: {verdict} ({check['numerics']} artifact; tolerance: rel err <= {check['tolerance']:g})"
+    )

@@ -20,6 +20,7 @@ from vpuc.compiler.frontend.fold import fold_shape_computations
 from vpuc.compiler.frontend.load import load_model
 from vpuc.compiler.frontend.shapes import TensorSpec, fix_input_shapes, graph_inputs, tensor_specs
 from vpuc.compiler.frontend.support import check_supported
+from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
 
 
 @dataclass
@@ -46,6 +47,7 @@ def import_model(
     folded = fold_shape_computations(model, name)
     model = folded.model
     check_supported(model, name)
+    check_qdq_onnx(model)  # before TVM's importer, which fails unclearly on bad Q/DQ parameters
     inputs = tensor_specs(model, graph_inputs(model), name)
     outputs = tensor_specs(model, list(model.graph.output), name)
     mod, var_to_node = _relax_import(model, name, inputs)

@@ -110,7 +110,7 @@ def layer_name(
 ) -> tuple[str, tuple[str, ...]]:
     """(the ONNX node that produced `tensor`, all the nodes its binding computes). A binding
     no ONNX node accounts for (a layout transpose of the input) is named after what it reads,
-    followed through `sources` (binding -> the var it reads): "input (via lv)"."""
+    followed through `sources` (binding -> the var it reads): "input (relaid out)"."""
     nodes = tuple(provenance.get(tensor, ()))
     if nodes:
         return nodes[-1], nodes
@@ -121,4 +121,4 @@ def layer_name(
     if current == tensor:
         return tensor, ()
     named = provenance.get(current, [current])[-1]
-    return f"{named} (via {tensor})", tuple(provenance.get(current, ()))
+    return f"{named} (relaid out)", tuple(provenance.get(current, ()))

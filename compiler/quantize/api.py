@@ -17,7 +17,7 @@ import onnx
 import tvm
 
 from vpuc.compiler.errors import CompileError
-from vpuc.compiler.frontend import TensorSpec
+from vpuc.compiler.frontend.shapes import TensorSpec
 from vpuc.compiler.quantize.data import (
     DEFAULT_SYNTHETIC_SAMPLES,
     MIN_SYNTHETIC_HELD_OUT,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vpuc.compiler.frontend import TensorSpec
+from vpuc.compiler.frontend.shapes import TensorSpec
 from vpuc.compiler.quantize.errors import CalibrationError
 
 SYNTHETIC_DISTRIBUTION = "float inputs ~ N(0, 1) i.i.d. per element; integer and bool inputs 0"

@@ -16,6 +16,7 @@ def partition():
     """partition(model, target="vpu", **options) -> the partition report."""
 
     def run(model, target="vpu", **options):
+        options.setdefault("quantize", False)  # the float model partitions as its QDQ form will
         return prepare_model(model, target, CompileOptions(**options)).partition.report
 
     return run

@@ -5,6 +5,7 @@ off) on a model made by onnxruntime's own quantiser."""
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import onnx
@@ -186,10 +187,13 @@ def test_bad_qdq_parameters_name_the_node(kwargs, node, message):
     with pytest.raises(QDQError) as error:
         check_qdq_onnx(qdq_conv(**kwargs))
     assert str(error.value) == f"{node}: {message}"
-    if "weight_axis" not in kwargs:  # the importer itself rejects the wrong axis
-        imported = import_model(qdq_conv(**kwargs))
+    with pytest.raises(QDQError, match=re.escape(message)):  # the frontend checks first
+        import_model(qdq_conv(**kwargs))
+    if "weight_axis" not in kwargs:  # TVM's importer itself rejects the wrong axis
+        # The Relax-level cleanup checks again, on a module imported past the frontend.
+        mod, var_to_node = compat.relax_from_onnx(qdq_conv(**kwargs), {"x": [1, 3, 8, 8]}, {"x": "float32"})
         with pytest.raises(QDQError, match="scale must be positive and finite"):
-            clean_qdq(imported.mod, {k: [v] for k, v in imported.var_to_node.items()})
+            clean_qdq(mod, {k: [v] for k, v in var_to_node.items()})
 
 
 def test_accuracy_report_of_a_qdq_model(tmp_path):
