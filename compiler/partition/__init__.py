@@ -3,6 +3,7 @@
     partition_for_vpu(mod, target, ...) -> PartitionResult(mod, report)
 
 Steps:
+  0. prepare    every dequantize gets one reader (prepare.py)
   1. annotate   FuseOpsByPattern over the VPU pattern table, every match checked against
                 the target's op list and constraints; MergeCompositeFunctions   (raw cut)
   2. profit     the profitability rule judges each raw subgraph with the cost model
@@ -20,6 +21,7 @@ import tvm
 
 from vpuc.compiler.partition.annotate import annotate
 from vpuc.compiler.partition.graph import Composite, build_graph, vpu_composites
+from vpuc.compiler.partition.prepare import duplicate_shared_dequantize
 from vpuc.compiler.partition.profit import judge
 from vpuc.compiler.partition.report import build_report
 from vpuc.targets import Target
@@ -62,6 +64,7 @@ def partition_for_vpu(
     # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
     # ONNX node, and the report names them by the tensor they transform.
     provenance = {var: [n for n in nodes if n in real] for var, nodes in provenance.items()}
+    mod = duplicate_shared_dequantize(mod)
     graph = build_graph(mod["main"], provenance)
     raw_mod, raw_annotation = annotate(mod, target)
     raw = _placement(raw_mod)

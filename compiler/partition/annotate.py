@@ -19,6 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
+from vpuc.compiler.errors import CompileError
 from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
@@ -50,8 +51,15 @@ def annotate(
     layouts = infer_layouts(mod["main"])
     bound = relax.analysis.get_var2val(mod["main"])
     patterns = [_fusion_pattern(row, target, annotation, blocked, layouts, bound) for row in pattern_table()]
-    mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
-    mod = relax.transform.MergeCompositeFunctions()(mod)
+    try:
+        mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
+        mod = relax.transform.MergeCompositeFunctions()(mod)
+    except tvm.error.InternalError as exc:  # from TVM's graph partitioner
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CompileError(
+            f"VPU partitioning failed inside TVM (FuseOpsByPattern/MergeCompositeFunctions: {first}); "
+            "seen on QDQ models whose int8 tensor is also a graph output: compile with --target cpu"
+        ) from None
     return mod, annotation
 
 

@@ -95,14 +95,19 @@ def build_graph(func: relax.Function, provenance: dict[str, list[str]]) -> Graph
     bound = relax.analysis.get_var2val(func)
     ops: dict[str, Op] = {}
     aliases: dict[str, str] = {}
+    tuples: dict[str, list[str]] = {}
     for block in func.body.blocks:
         for binding in block.bindings:
             name, value = binding.var.name, binding.value
             if isinstance(value, relax.Var):  # gv = lv: an alias, not an op
                 aliases[name] = aliases.get(value.name, value.name)
                 continue
+            if isinstance(value, relax.Tuple) and all(isinstance(f, relax.Var) for f in value.fields):
+                tuples[name] = [aliases.get(f.name, f.name) for f in value.fields]  # gv = (a, b)
+                continue
             ops[name] = _op(name, value, aliases, input_layout(value, layouts), bound)
     outputs = [aliases.get(n, n) for n in _returned(func.body.body)]
+    outputs = [field_ for n in outputs for field_ in tuples.get(n, [n])]
     graph = Graph(ops, inputs, outputs)
     graph.consumers = _consumers(graph)
     _attribute(graph, provenance)

@@ -105,17 +105,26 @@ def _subgraph_rows(graph, onnx_model, placement) -> list[dict[str, Any]]:
     ]
 
 
+def _glue(op) -> bool:
+    """A binding that computes no op of its own for the report: a quantize or dequantize
+    around a tensor, or a layout copy the passes inserted."""
+    return op.is_qdq or not op.onnx_nodes
+
+
 def _tensor_names(graph: Graph, onnx_model: onnx.ModelProto) -> dict[str, str]:
     """Binding or input name -> how the report names its tensor: the ONNX tensor it holds
-    (its last node's first output), or, for a binding the passes inserted (a layout
-    transpose), the tensor it transforms, marked."""
+    (its last node's first output); a quantize/dequantize holds its input's tensor; a
+    binding the passes inserted (a layout transpose) is the tensor it transforms, marked."""
     outputs = {node.name: node.output[0] for node in onnx_model.graph.node if node.output}
     names = {name: name for name in graph.inputs}
     for op in graph.ops.values():
-        if op.onnx_nodes:
+        source = names.get(op.inputs[0]) if op.inputs else None
+        if op.is_qdq and source:
+            names[op.name] = source
+        elif op.onnx_nodes:
             names[op.name] = outputs.get(op.onnx_nodes[-1], op.name)
-        elif op.inputs and op.inputs[0] in names:
-            names[op.name] = f"{names[op.inputs[0]]} ({_what(op)})"
+        elif source:
+            names[op.name] = f"{source} ({_what(op)})"
         else:
             names[op.name] = op.name
     return names
@@ -128,10 +137,18 @@ def _what(op) -> str:
 
 
 def _source(graph: Graph, name: str) -> str:
-    """Follow bindings without ONNX nodes (layout transposes) back to what they transform."""
-    while name in graph.ops and not graph.ops[name].onnx_nodes and graph.ops[name].inputs:
+    """Follow glue bindings back to the op or model input that produced the tensor."""
+    while name in graph.ops and _glue(graph.ops[name]) and graph.ops[name].inputs:
         name = graph.ops[name].inputs[0]
     return name
+
+
+def _readers(graph: Graph, name: str) -> list[str]:
+    """The ops (or HOST) that read a binding, looking through glue bindings."""
+    if name == HOST or not _glue(graph.ops[name]):
+        return [name]
+    found = [r for consumer in graph.consumers.get(name, []) for r in _readers(graph, consumer)]
+    return found or [name]
 
 
 def _endpoint(graph: Graph, name: str, side: str, names: dict[str, str], tensor: str) -> str:
@@ -147,7 +164,12 @@ def _endpoint(graph: Graph, name: str, side: str, names: dict[str, str], tensor:
 
 
 def _boundary_row(boundary: Boundary, graph: Graph, names: dict[str, str]) -> dict[str, Any]:
-    ends = [_endpoint(graph, c, "consumer", names, boundary.tensor) for c in boundary.consumers]
+    readers = [
+        r
+        for c in boundary.consumers
+        for r in (_readers(graph, c) if boundary.direction == "VPU->CPU" else [c])
+    ]
+    ends = [_endpoint(graph, c, "consumer", names, boundary.tensor) for c in readers]
     return {
         "direction": boundary.direction,
         "tensor": names.get(boundary.tensor, boundary.tensor),

@@ -3,6 +3,8 @@
     y = op(c1, c2, ...), every tensor input constant   ->   y = const(op(c1, c2, ...))
     unless  size(y) > max(growth * (size(c1) + size(c2) + ...), free_elements)
 
+Quantize and dequantize are never folded: they carry a QDQ model's int8 weights and scales.
+
 The guard keeps an Expand/Tile/broadcast_to/ConstantOfShape of a small constant as the small
 constant plus the op: folding would put the large tensor into the weights (and, on the VPU,
 into DRAM traffic) for nothing. Each refusal is a `constant_fold` near miss in the audit.
@@ -30,6 +32,9 @@ from vpuc.compiler.passes.rewrite import attrs_of
 PASS_NAME = "fold_constants"
 PATTERN = "constant_fold"
 MAX_TVM_FALLBACKS = 8  # each one compiles with LLVM; beyond this, leave expressions unfolded
+# Never folded: a QDQ model's dequantize(int8 constant) is how its weights keep their
+# int8 values and scales for the VPU; folding would turn them into float weights.
+KEEP_OPS = ("relax.quantize", "relax.dequantize")
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -115,7 +120,7 @@ def _op(value) -> str:
 def _fold(binding, known, options: PassOptions, audit: Audit, compile_budget: list[int]):
     """The folded value of a binding, or None when it is not (or may not be) folded."""
     call = binding.value
-    if not isinstance(binding.var.ty, relax.TensorType) or not _op(call):
+    if not isinstance(binding.var.ty, relax.TensorType) or not _op(call) or _op(call) in KEEP_OPS:
         return None
     inputs = [_constant_input(arg, known) for arg in call.args]
     tensors = [x for x in inputs if isinstance(x, np.ndarray | list)]

@@ -84,8 +84,8 @@ class _Reader(CalibrationDataReader):
         return next(self.samples, None)
 
 
-def test_qdq_model_compiles_with_its_own_scales(vpuc, tmp_path):
-    model = zoo.build("tinyconvnet")
+def _ort_qdq(name: str, tmp_path) -> onnx.ModelProto:
+    model = zoo.build(name)
     onnx.save(model, tmp_path / "float.onnx")
     logging.disable(logging.WARNING)
     try:
@@ -95,6 +95,23 @@ def test_qdq_model_compiles_with_its_own_scales(vpuc, tmp_path):
         )  # fmt: skip
     finally:
         logging.disable(logging.NOTSET)
+    return onnx.load(tmp_path / "qdq.onnx")
+
+
+def test_qdq_residual_dequantize_shared_by_two_composites(tmp_path):
+    """A QDQ ResNet dequantizes the block input once for the conv and the residual add; the
+    partitioner gives each reader its own dequantize, and the add runs on the VPU in int8."""
+    from vpuc.compiler.driver import CompileOptions, prepare_model
+
+    prepared = prepare_model(_ort_qdq("resnet_mini", tmp_path), "vpu", CompileOptions(profitability=False))
+    names = [c.name for c in prepared.partition.placement.composites]
+    assert "vpu.add_q" in names
+    adds = [op for op in prepared.partition.report["ops"] if op["op"] == "Add"]
+    assert adds and all(op["device"] == "vpu" for op in adds)
+
+
+def test_qdq_model_compiles_with_its_own_scales(vpuc, tmp_path):
+    _ort_qdq("tinyconvnet", tmp_path)
     result = vpuc("compile", tmp_path / "qdq.onnx", "--target", "vpu", "-o", tmp_path / "q.vpub", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)

@@ -110,3 +110,25 @@ def test_drawing_clusters_subgraphs_and_labels_crossings(partition):
     assert dot.count("subgraph cluster_vpu") == 2
     assert 'label="512 B"' in dot and "dashed" in dot
     assert dot.count("style=dashed") == 4
+
+
+def test_two_outputs_cross_back_once_each(partition):
+    """A model returning an intermediate and the final tensor: both leave the VPU for the host."""
+    from onnx import TensorProto, helper
+    from partition_models import Builder
+
+    b = Builder([1, 3, 8, 8])
+    b.conv("c1", 3, 8)
+    relu = b.node("Relu", "r1")
+    b.node("MaxPool", "p1", kernel_shape=[2, 2], strides=[2, 2])
+    model = b.model([1, 8, 4, 4])
+    model.graph.output.append(helper.make_tensor_value_info(relu, TensorProto.FLOAT, [1, 8, 8, 8]))
+    report = partition(model, profitability=False)
+    rows = {(x["direction"], x["tensor"]): x for x in report["boundaries"]}
+    # r1's output feeds the pool on the VPU and the host: 8*8*8 = 512 int8 bytes back.
+    assert (rows[("VPU->CPU", "r1:0")]["consumer"], rows[("VPU->CPU", "r1:0")]["bytes"]) == (
+        "output:r1:0",
+        512,
+    )
+    assert (rows[("VPU->CPU", "output")]["producer"], rows[("VPU->CPU", "output")]["bytes"]) == ("p1", 128)
+    assert report["totals"]["boundaries"] == 3

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from conftest import optimised, optimised_zoo
 from qdq_models import qdq_conv
+from quantize_testing import optimised, optimised_zoo
 
 from vpuc.compiler.errors import CompileError
 from vpuc.compiler.quantize import CalibrationError, QDQError, quantize_for_compile

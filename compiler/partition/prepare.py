@@ -1,0 +1,73 @@
+"""Before annotation: give every dequantize one reader.
+
+    t = dequantize(q, s, z); a = f(t); b = g(t)
+        ->  t = dequantize(q, s, z); a = f(t); t_2 = dequantize(q, s, z); b = g(t_2)
+
+A QDQ model dequantizes a tensor once for all its readers (a residual input feeds a conv
+and an add). A VPU composite takes its input's dequantize inside it (patterns.py), so a
+dequantize shared by two composites would belong to both: FuseOpsByPattern then leaves a
+var that MergeCompositeFunctions cannot place (a TVM InternalError). onnxruntime's QDQ
+handling duplicates such DequantizeLinear nodes the same way; the values are unchanged.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from vpuc.compiler.partition.opview import op_name
+
+
+def duplicate_shared_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
+    func = mod["main"]
+    readers = _reader_counts(func)
+    shared = {
+        b.var: b.value
+        for block in func.body.blocks
+        for b in block.bindings
+        if op_name(b.value) == "relax.dequantize" and readers.get(b.var, 0) > 1
+    }
+    if not shared:
+        return mod
+    new_func = _Duplicator(mod, shared).visit_expr(func)
+    new_mod = mod.clone()
+    new_mod.update_func(new_mod.get_global_var("main"), new_func)
+    return new_mod
+
+
+def _reader_counts(func: relax.Function) -> dict[relax.Var, int]:
+    counts: dict[relax.Var, int] = {}
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            for var in relax.analysis.free_vars(binding.value):
+                counts[var] = counts.get(var, 0) + 1
+    for var in relax.analysis.free_vars(func.body.body):
+        counts[var] = counts.get(var, 0) + 1
+    return counts
+
+
+@mutator
+class _Duplicator(PyExprMutator):
+    """Re-emits a shared dequantize right before each of its readers after the first."""
+
+    def __init__(self, mod: tvm.IRModule, shared: dict) -> None:
+        super().__init__(mod)
+        self.shared = shared
+        self.taken: set = set()
+        self.copies = 0
+
+    def visit_var_binding_(self, binding) -> None:
+        value = binding.value
+        if isinstance(value, relax.Call) and binding.var not in self.shared:
+            for arg in {a for a in value.args if isinstance(a, relax.Var) and a in self.shared}:
+                if arg in self.taken:
+                    self.copies += 1
+                    copy = self.builder_.emit(
+                        self.visit_expr(self.shared[arg]), name_hint=f"{arg.name}_{self.copies}"
+                    )
+                    self.set_var_remap(arg, copy)
+                    value = self.visit_expr(value)
+                    self.set_var_remap(arg, arg)
+                self.taken.add(arg)
+        super().visit_var_binding_(relax.VarBinding(binding.var, value))
