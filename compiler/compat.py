@@ -98,10 +98,6 @@ def build_host(mod: tvm.IRModule, llvm_target: str) -> relax.VMExecutable:
     return relax.build(mod, target=tvm.target.Target(llvm_target))
 
 
-def load_host_library(path: str) -> tvm.runtime.Module:
-    return tvm.runtime.load_module(path)
-
-
 def virtual_machine(executable, device=None) -> relax.VirtualMachine:
     return relax.VirtualMachine(executable, device or tvm.cpu())
 
