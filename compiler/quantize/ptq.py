@@ -113,10 +113,11 @@ def _probe(tensor: QuantizedTensor, provenance: dict[str, list[str]], sources: d
 
 def onnx_provenance(provenance: dict[str, list[str]], onnx_model: onnx.ModelProto) -> dict[str, list[str]]:
     """The provenance with only real ONNX node names (the graph passes also record labels
-    such as '(inserted by layout)', which name no node of the model)."""
+    such as '(inserted by layout)', which name no node of the model). A binding the passes
+    inserted keeps an empty list: it computes no ONNX node, and readers of the provenance
+    (the partition report) must not attribute it to one."""
     nodes = {node.name for node in onnx_model.graph.node}
-    kept = {name: [label for label in labels if label in nodes] for name, labels in provenance.items()}
-    return {name: labels for name, labels in kept.items() if labels}
+    return {name: [label for label in labels if label in nodes] for name, labels in provenance.items()}
 
 
 def _graph_order(probes: list[LayerProbe], mod: tvm.IRModule) -> list[LayerProbe]:

@@ -103,3 +103,22 @@ def test_compile_for_vpu_prints_totals_and_runs(vpuc, zoo_dir, tmp_path):
     assert "partition (vpu):" in compiled.stdout and "VPU lowering is not built yet" in compiled.stdout
     ran = vpuc("run", tmp_path / "r.vpub", "--check", model, "--json")
     assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize("name", ["tinyconvnet", "resnet_mini"])
+def test_quantised_partition_reports_as_the_float_one(name):
+    """compile --target vpu partitions the quantised module; vpuc partition, the float one.
+    Both reports must tell the user the same thing: devices, subgraphs, boundaries."""
+    from vpuc.compiler.driver import CompileOptions, prepare_model
+
+    model = zoo.build(name)
+    float_report = prepare_model(model, "vpu", CompileOptions(quantize=False)).partition.report
+    int8_report = prepare_model(model, "vpu", CompileOptions(calib_synthetic=8)).partition.report
+    for key in ("subgraphs", "boundaries", "totals", "raw_totals"):
+        assert int8_report[key] == float_report[key], key
+    # Same rows; a VPU op's composite is the requantising (_q) form of the float one.
+    for int8_op, float_op in zip(int8_report["ops"], float_report["ops"], strict=True):
+        assert int8_op["reason"].replace("_q in VPU", " in VPU") == float_op["reason"]
+        assert {k: v for k, v in int8_op.items() if k != "reason"} == {
+            k: v for k, v in float_op.items() if k != "reason"
+        }
