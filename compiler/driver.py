@@ -29,14 +29,13 @@ import onnx
 import tvm
 
 from vpuc.compiler.build import build_host_library
-from vpuc.compiler.errors import CompileError
 from vpuc.compiler.frontend import ImportedModel, import_model
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
 from vpuc.compiler.quantize import DEFAULT_METHOD, DEFAULT_PERCENTILE, QuantizeResult, quantize_for_compile
 from vpuc.runtime.artifact import Artifact
-from vpuc.targets import Target, TargetError, load_target
+from vpuc.targets import Target, resolve_target
 
 VPUC_VERSION = "0.1.0"
 EMULATION_NOTE = (
@@ -82,7 +81,7 @@ def prepare_model(
     model: str | Path | onnx.ModelProto, target: str | Path | Target, options: CompileOptions
 ) -> Prepared:
     """frontend -> passes -> partition (VPU targets): everything but the host build."""
-    target = _as_target(target)
+    target = resolve_target(target)
     start = time.perf_counter()
     imported = import_model(model, options.input_shapes)
     prepared = Prepared(imported, target, imported.mod, timings={"frontend_s": time.perf_counter() - start})
@@ -146,15 +145,6 @@ def build_artifact(model: str | Path | onnx.ModelProto, prepared: Prepared) -> A
         manifest["numerics"] = "int8"  # outputs carry int8 quantisation error (vpuc run --check)
     members = {"host.so": host_library, "report.json": json.dumps(report, indent=2).encode()}
     return Artifact(manifest=manifest, members=members)
-
-
-def _as_target(target: str | Path | Target) -> Target:
-    if isinstance(target, Target):
-        return target
-    try:
-        return load_target(target)
-    except TargetError as exc:
-        raise CompileError(str(exc)) from None
 
 
 def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from vpuc.compiler.passes import (
 from vpuc.compiler.passes.layout import count_transposes
 from vpuc.compiler.passes.opcount import count_relax_ops
 from vpuc.compiler.passes.provenance import import_with_provenance
-from vpuc.targets import Target, TargetError, load_target
+from vpuc.targets import Target, resolve_target
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def optimize(
     dump_after: str | None = None,
 ) -> OptimizeResult:
     """Run PIPELINE on `mod`; `dump_after` names a pass whose output is kept as text."""
-    target = _as_target(target)
+    target = resolve_target(target)
     options = options or pass_options(target)
     if dump_after is not None and dump_after not in PASS_NAMES:
         raise CompileError(f"--dump-after: unknown pass '{dump_after}' (passes: {', '.join(PASS_NAMES)})")
@@ -156,12 +156,3 @@ def optimize_imported(
     result = optimize(named, target, options, dump_after)
     result.timings = {"provenance": elapsed, **result.timings}
     return result
-
-
-def _as_target(target: str | Path | Target) -> Target:
-    if isinstance(target, Target):
-        return target
-    try:
-        return load_target(target)
-    except TargetError as exc:
-        raise CompileError(str(exc)) from None

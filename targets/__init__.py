@@ -4,7 +4,7 @@ Bottom of the dependency graph: `vpuc.targets` imports nothing else of vpuc. The
 the simulator and the runtime all receive a `Target` explicitly; there is no global target.
 """
 
-from vpuc.targets.loader import builtin_target_names, load_target
+from vpuc.targets.loader import builtin_target_names, load_target, resolve_target
 from vpuc.targets.model import Hardware, HostOptions, Numerics, Target, TargetError
 
 __all__ = [
@@ -15,4 +15,5 @@ __all__ = [
     "TargetError",
     "builtin_target_names",
     "load_target",
+    "resolve_target",
 ]

@@ -41,6 +41,11 @@ def builtin_target_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
 
 
+def resolve_target(target: str | Path | Target) -> Target:
+    """A Target as given, or loaded by built-in name or path (what every API takes)."""
+    return target if isinstance(target, Target) else load_target(target)
+
+
 def load_target(name_or_path: str | Path) -> Target:
     """Load a target by built-in name ("vpu") or by the path of a TOML file."""
     path = _resolve(str(name_or_path), base=None)
