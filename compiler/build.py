@@ -12,7 +12,7 @@ from pathlib import Path
 import tvm
 
 from vpuc.compiler import compat
-from vpuc.compiler.errors import CompileError
+from vpuc.compiler.errors import CompileError, last_line
 
 
 def build_host_library(mod: tvm.IRModule, llvm_target: str, name: str) -> bytes:
@@ -21,17 +21,12 @@ def build_host_library(mod: tvm.IRModule, llvm_target: str, name: str) -> bytes:
         executable = compat.build_host(mod, llvm_target)
     except Exception as exc:  # TVM raises TVMError, ValueError, InternalError...
         raise CompileError(
-            f"{name}: host build (relax.build, {llvm_target}) failed: {_last_line(exc)}"
+            f"{name}: host build (relax.build, {llvm_target}) failed: {last_line(exc)}"
         ) from None
     with tempfile.TemporaryDirectory(prefix="vpuc-build-") as workdir:
         path = Path(workdir) / "host.so"
         try:
             executable.export_library(str(path))
         except Exception as exc:
-            raise CompileError(f"{name}: exporting the host library failed: {_last_line(exc)}") from None
+            raise CompileError(f"{name}: exporting the host library failed: {last_line(exc)}") from None
         return path.read_bytes()
-
-
-def _last_line(exc: Exception) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__

@@ -10,3 +10,15 @@ class CompileError(ValueError):
 
 class FrontendError(CompileError):
     """The ONNX model cannot be loaded, checked or imported."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message (its class name if none)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def last_line(exc: BaseException) -> str:
+    """The last non-empty line: where TVM puts the actual error under its traceback."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -15,7 +15,7 @@ import onnx
 import tvm
 
 from vpuc.compiler import compat
-from vpuc.compiler.errors import FrontendError
+from vpuc.compiler.errors import FrontendError, last_line
 from vpuc.compiler.frontend.fold import fold_shape_computations
 from vpuc.compiler.frontend.load import load_model
 from vpuc.compiler.frontend.shapes import TensorSpec, fix_input_shapes, graph_inputs, tensor_specs
@@ -62,7 +62,7 @@ def _relax_import(
     try:
         mod, var_to_node = compat.relax_from_onnx(model, shape_dict, dtype_dict)
     except Exception as exc:  # the importer raises anything from ValueError to TVMError
-        raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {_first_line(exc)}") from None
+        raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {last_line(exc)}") from None
     return mod, var_to_node
 
 
@@ -73,8 +73,3 @@ def _failing_op(exc: Exception) -> str:
         return f" at node '{node[1]}'"
     op = re.search(r"Error converting operator (\w+)", text)
     return f" converting a {op[1]} node" if op else ""
-
-
-def _first_line(exc: Exception) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__

@@ -19,7 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
-from vpuc.compiler.errors import CompileError
+from vpuc.compiler.errors import CompileError, first_line
 from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
@@ -55,9 +55,9 @@ def annotate(
         mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
         mod = relax.transform.MergeCompositeFunctions()(mod)
     except tvm.error.InternalError as exc:  # from TVM's graph partitioner
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CompileError(
-            f"VPU partitioning failed inside TVM (FuseOpsByPattern/MergeCompositeFunctions: {first}); "
+            "VPU partitioning failed inside TVM "
+            f"(FuseOpsByPattern/MergeCompositeFunctions: {first_line(exc)}); "
             "seen on QDQ models whose int8 tensor is also a graph output: compile with --target cpu"
         ) from None
     return mod, annotation
@@ -74,9 +74,10 @@ def _fusion_pattern(
             if name in blocked:
                 annotation.refuse(name, blocked[name])
                 return False
+        # Q/DQ-bound arguments: the module's bindings plus this match's own.
+        seen = {**bound, **dict(ctx.matched_bindings.items())}
         # The core's own output has its input's layout (ops with a layout attribute say
         # theirs); its input may be a var an earlier composite just created, unknown here.
-        seen = {**bound, **dict(ctx.matched_bindings.items())}
         refusals = _violations(ctx, core, core_name, target, layouts.get(core_name), seen)
         for var, reason in refusals:
             annotation.refuse(var, reason)

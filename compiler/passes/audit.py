@@ -114,3 +114,12 @@ def strip_audit(mod: tvm.IRModule) -> tvm.IRModule:
         return mod
     kept = {k: attrs[k] for k in attrs.keys() if k not in ATTRS}
     return tvm.IRModule(mod.functions, attrs=kept or None)
+
+
+def fresh_name(taken: set[str], base: str) -> str:
+    """`base`, or `base_1`, `base_2`, ... : the first name not in `taken` (then taken)."""
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name

@@ -24,7 +24,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from vpuc.compiler.frontend import ImportedModel
-from vpuc.compiler.passes.audit import Audit
+from vpuc.compiler.passes.audit import Audit, fresh_name
 
 
 def import_with_provenance(imported: ImportedModel) -> tvm.IRModule:
@@ -91,16 +91,11 @@ class _Renamer(PyExprMutator):
             and (generated or old.name not in self.named)
         ):
             op = getattr(getattr(binding.value, "op", None), "name", "item").split(".")[-1]
-            name = self._fresh(identifier(owner) if old.name in self.named else f"{identifier(owner)}_{op}")
+            name = fresh_name(
+                self.names, identifier(owner) if old.name in self.named else f"{identifier(owner)}_{op}"
+            )
         var = (relax.DataflowVar if isinstance(old, relax.DataflowVar) else relax.Var)(name, value.ty)
         self.builder_.emit_normalized(relax.VarBinding(var, value))
         self.set_var_remap(old, var)
         if owner is not None:
             self.audit.provenance[name] = [owner]
-
-    def _fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.names:
-            name, k = f"{base}_{k}", k + 1
-        self.names.add(name)
-        return name

@@ -21,7 +21,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from vpuc.compiler import compat
-from vpuc.compiler.passes.audit import Audit
+from vpuc.compiler.passes.audit import Audit, fresh_name
 
 
 @dataclass
@@ -110,7 +110,7 @@ class _Rebinder(PyExprMutator):
         if not isinstance(expr, relax.Call):
             return self.visit_expr(expr)
         value = self._emit_args(expr, replacement)
-        name = self._fresh(f"{replacement.root.name}_{_short(expr)}")
+        name = fresh_name(self.names, f"{replacement.root.name}_{_short(expr)}")
         self._record(name, replacement, expr)
         return self._bind(name, value, self.builder_.current_block_is_dataflow(), None)
 
@@ -121,13 +121,6 @@ class _Rebinder(PyExprMutator):
         if remap is not None:
             self.set_var_remap(remap, var)
         return var
-
-    def _fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.names:
-            name, k = f"{base}_{k}", k + 1
-        self.names.add(name)
-        return name
 
     def _record(self, name: str, replacement: Replacement, expr) -> None:
         if replacement.all_primary or expr.same_as(replacement.primary):

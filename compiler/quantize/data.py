@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vpuc.compiler.errors import first_line
 from vpuc.compiler.frontend.shapes import TensorSpec
 from vpuc.compiler.quantize.errors import CalibrationError
 
@@ -101,7 +102,7 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise CalibrationError(f"{path}: not a readable NumPy .npz file ({_first_line(exc)})") from None
+        raise CalibrationError(f"{path}: not a readable NumPy .npz file ({first_line(exc)})") from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise CalibrationError(
             f"{path}: expected an .npz archive with one array per input, got a single array"
@@ -110,7 +111,7 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         with loaded as npz:
             arrays = {key: npz[key] for key in npz.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise CalibrationError(f"{path}: not a readable NumPy .npz file ({_first_line(exc)})") from None
+        raise CalibrationError(f"{path}: not a readable NumPy .npz file ({first_line(exc)})") from None
     if not arrays:
         raise CalibrationError(f"{path}: the file holds no arrays")
     return arrays
@@ -148,11 +149,6 @@ def _as_stack(path: Path, spec: TensorSpec, stack: np.ndarray) -> np.ndarray:
     if shape and shape[0] == 1:
         accepted += f" or (N, {', '.join(map(str, shape[1:]))})"
     raise CalibrationError(f"{path}: input '{spec.name}' has shape {tuple(stack.shape)}; expected {accepted}")
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
