@@ -22,13 +22,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from vpuc.sim.asm import disassemble, read_program
 from vpuc.sim.errors import SimError, VpuError
 from vpuc.sim.memory import format_bytes
 from vpuc.sim.simulator import SimResult, Simulator
 from vpuc.sim.stats import SimStats
 from vpuc.sim.trace import write_chrome_trace
 from vpuc.targets import TargetError, load_target
+from vpuc.targets.isa.asm import disassemble, read_program
 
 EXIT_USER_ERROR = 2
 

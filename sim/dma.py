@@ -2,14 +2,15 @@
 
 One of the operation modules gathered by ops.py. A transfer moves `planes x rows x
 row_bytes` bytes; rows and planes are strided independently on each side (1-D, 2-D, 3-D
-blocks). Cost: `Hardware.dram_cycles(bytes)` = latency + ceil(bytes / bandwidth).
+blocks). Cost: targets/isa/cost.py `dma_cycles`: latency + whole bursts per DRAM-side run.
 The source may repeat bytes (stride 0 broadcasts); destination rows must not overlap.
 """
 
 from __future__ import annotations
 
-from vpuc.sim.isa import Dma, Opcode, Unit
 from vpuc.sim.machine import Plan, State, require, require_positive
+from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.formats import Dma, Opcode, Unit
 
 
 def plan_dma(instruction: Dma, state: State) -> Plan:
@@ -23,7 +24,7 @@ def plan_dma(instruction: Dma, state: State) -> Plan:
     _require_disjoint_rows(shape, *(("sram", sram_strides) if load else ("dram", dram_strides)))
     state.dram.block(i.dram, shape, dram_strides, "read" if load else "write")
     sram = state.sram.block(i.sram, shape, sram_strides, "write" if load else "read")
-    cycles = state.hardware.dram_cycles(nbytes)
+    cycles = instruction_cycles(i, state.hardware)
     if load:
         return Plan(Unit.DMA, cycles, writes=(sram,), dram_read_bytes=nbytes)
     return Plan(Unit.DMA, cycles, reads=(sram,), dram_written_bytes=nbytes)

@@ -1,27 +1,15 @@
-"""The simulator's error types, shared by the ISA, the assembler and the simulator.
+"""The simulator's run-time error types, beside the ISA's (vpuc.targets.isa.errors).
 
 Every error a user can provoke (a bad field, bad bytes, a bad line of assembly, an
-instruction that cannot run) is one of these, with a message that names what is wrong;
-the CLI prints it as one line. Anything else escaping the simulator is a bug.
+instruction that cannot run) is a VpuError with a message that names what is wrong; the
+CLI prints it as one line. Anything else escaping the simulator is a bug.
 """
 
 from __future__ import annotations
 
+from vpuc.targets.isa.errors import AsmError, DecodeError, IsaError, VpuError
 
-class VpuError(Exception):
-    """Base of every user-facing simulator error."""
-
-
-class IsaError(VpuError, ValueError):
-    """An instruction field that does not fit its format ("field 'rows': 70000 does not fit...")."""
-
-
-class DecodeError(IsaError):
-    """Bytes that are not a valid instruction word or program file."""
-
-
-class AsmError(VpuError):
-    """A line of assembly that cannot be assembled; the message starts with `file:line:`."""
+__all__ = ["AsmError", "DecodeError", "IsaError", "OpError", "SimError", "VpuError"]
 
 
 class OpError(VpuError):

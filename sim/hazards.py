@@ -14,12 +14,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from vpuc.sim.asm import format_instruction
 from vpuc.sim.errors import SimError
-from vpuc.sim.isa import Instruction, Unit
 from vpuc.sim.machine import Plan
 from vpuc.sim.memory import Region
 from vpuc.sim.timing import QUEUED_UNITS, Timeline
+from vpuc.targets.isa.asm import format_instruction
+from vpuc.targets.isa.formats import Instruction, Unit
 
 
 def check_races(instructions: Sequence[Instruction], plans: Sequence[Plan], timeline: Timeline) -> None:

@@ -12,28 +12,25 @@ afterwards: sum((x - zp) w) = sum(x w) - zp sum(w). The float32 windows and weig
 last conv stay in State.memo until SRAM under them is written, so convs that stream weight
 chunks over one resident input, or row tiles under one weight chunk, convert them once.
 
-Cost: a rows x cols array takes ceil(cin_g/rows) * ceil(cout_g/cols) passes per output
-pixel and kernel tap; groups too narrow for the array are packed side by side
-(block-diagonal, as for depthwise), plus rows + cols cycles to fill and drain.
+Cost: targets/isa/cost.py (`mac_cycles`): every rows x cols weight block of every kernel
+tap streams the tile's pixels through the array while the next block's weights load.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from vpuc.sim.isa import Conv, Matmul, Unit
 from vpuc.sim.machine import (
     Plan,
     State,
-    ceil_div,
-    output_size,
     require,
     require_padded_fits,
     require_positive,
     window_view,
 )
 from vpuc.sim.memory import Region
-from vpuc.targets import Hardware
+from vpuc.targets.isa.cost import conv_output_shape, instruction_cycles, instruction_macs
+from vpuc.targets.isa.formats import Conv, Matmul, Unit
 
 EXACT_BLOCK_K = 1023  # K * 2^14 < 2^24: a float32 sum of this many products is exact
 CHUNK_ELEMENTS = 1 << 22  # window elements converted at once (bounds the simulator's memory)
@@ -41,22 +38,7 @@ MAX_ROW_ELEMENTS = 1 << 26  # simulator limit: window elements of one output row
 # the fields that decide a conv's windows (the memo's key)
 WINDOW_FIELDS = ("src", "in_h", "in_w", "in_c", "kernel_h", "kernel_w", "stride_h", "stride_w",
                  "dilation_h", "dilation_w", "pad_top", "pad_bottom", "pad_left", "pad_right",
-                 "groups", "src_zp")  # fmt: skip
-
-
-def mac_cycles(hardware: Hardware, groups: int, cin_g: int, cout_g: int, steps: int) -> int:
-    """Cycles for `steps` (pixels x taps) of a grouped product on the array."""
-    rows, cols = hardware.mac_rows, hardware.mac_cols
-    packed = max(1, min(groups, rows // cin_g, cols // cout_g))
-    passes = ceil_div(groups, packed) * ceil_div(cin_g, rows) * ceil_div(cout_g, cols)
-    return passes * steps + rows + cols
-
-
-def conv_output_shape(i: Conv) -> tuple[int, int]:
-    return (
-        output_size(i.in_h, i.pad_top, i.pad_bottom, i.kernel_h, i.stride_h, i.dilation_h),
-        output_size(i.in_w, i.pad_left, i.pad_right, i.kernel_w, i.stride_w, i.dilation_w),
-    )
+                 "groups", "src_zp", "src_stride")  # fmt: skip
 
 
 def plan_conv(instruction: Conv, state: State) -> Plan:
@@ -87,17 +69,38 @@ def plan_conv(instruction: Conv, state: State) -> Plan:
         row_elements,
         MAX_ROW_ELEMENTS,
     )
-    cin_g, cout_g, taps = i.in_c // i.groups, i.out_c // i.groups, i.kernel_h * i.kernel_w
+    require(
+        i.src_stride == 0 or i.src_stride >= i.in_c,
+        "src_stride {} is below in_c {}: input pixels would overlap",
+        i.src_stride,
+        i.in_c,
+    )
+    cin_g, taps = i.in_c // i.groups, i.kernel_h * i.kernel_w
     sram = state.sram
     reads = [
-        sram.region(i.src, i.in_h * i.in_w * i.in_c, "read of 'src'"),
+        _src_region(i, state),
         sram.region(i.weights, i.out_c * taps * cin_g, "read of 'weights'"),
     ]
     dst = sram.region(i.dst, out_h * out_w * i.out_c * 4, "int32 'dst'", align=4)
     reads += _bias_and_accumulator(i, state, i.out_c, dst)
-    cycles = mac_cycles(state.hardware, i.groups, cin_g, cout_g, out_h * out_w * taps)
-    macs = out_h * out_w * i.out_c * taps * cin_g
-    return Plan(Unit.MAC, cycles, macs, tuple(reads), (dst,))
+    cycles = instruction_cycles(i, state.hardware)
+    return Plan(Unit.MAC, cycles, instruction_macs(i), tuple(reads), (dst,))
+
+
+def _src_region(i: Conv, state: State) -> Region:
+    pixels = i.in_h * i.in_w
+    if i.src_stride in (0, i.in_c):
+        return state.sram.region(i.src, pixels * i.in_c, "read of 'src'")
+    return state.sram.block(i.src, (1, pixels, i.in_c), (i.src_stride, 0), "read of 'src'")
+
+
+def conv_input(i: Conv, state: State) -> np.ndarray:
+    """The (in_h, in_w, in_c) int8 input, a strided view when src_stride spaces the pixels."""
+    stride = i.src_stride or i.in_c
+    if stride == i.in_c:
+        return state.sram.view(i.src, (i.in_h, i.in_w, i.in_c), np.int8)
+    data = state.sram.data
+    return np.ndarray((i.in_h, i.in_w, i.in_c), np.int8, data, i.src, (i.in_w * stride, stride, 1))
 
 
 def plan_matmul(instruction: Matmul, state: State) -> Plan:
@@ -110,8 +113,8 @@ def plan_matmul(instruction: Matmul, state: State) -> Plan:
     ]
     dst = sram.region(i.dst, i.m * i.n * 4, "int32 'dst'", align=4)
     reads += _bias_and_accumulator(i, state, i.n, dst)
-    cycles = mac_cycles(state.hardware, 1, i.k, i.n, i.m)
-    return Plan(Unit.MAC, cycles, i.m * i.n * i.k, tuple(reads), (dst,))
+    cycles = instruction_cycles(i, state.hardware)
+    return Plan(Unit.MAC, cycles, instruction_macs(i), tuple(reads), (dst,))
 
 
 def _bias_and_accumulator(i: Conv | Matmul, state: State, out_c: int, dst) -> list:
@@ -125,7 +128,7 @@ def _bias_and_accumulator(i: Conv | Matmul, state: State, out_c: int, dst) -> li
 
 def run_conv(instruction: Conv, state: State) -> None:
     i = instruction
-    x = state.sram.view(i.src, (i.in_h, i.in_w, i.in_c), np.int8)
+    x = conv_input(i, state)
     w = state.sram.view(i.weights, (i.out_c, i.kernel_h, i.kernel_w, i.in_c // i.groups), np.int8)
     windows = conv_windows(x, i)
     out_h, out_w = windows.shape[:2]
@@ -146,8 +149,16 @@ def _conv_rows(windows: np.ndarray, w: np.ndarray, i: Conv, state: State, whole:
 def run_matmul(instruction: Matmul, state: State) -> None:
     i = instruction
     x = state.sram.view(i.src, (1, i.m, i.k), np.int8)
-    weights = _float_weights(state.sram.view(i.weights, (1, i.n, i.k), np.int8), i.weights, state)
-    _write_accumulators(i, state, dot_int32(x.astype(np.float32), *weights, i.src_zp)[0], i.n)
+    if i.weights_kn:
+        w = state.sram.view(i.weights, (i.k, i.n), np.int8).T[None]
+    else:
+        w = state.sram.view(i.weights, (1, i.n, i.k), np.int8)
+    weights = _float_weights(w, i.weights, state, i.weights_kn)
+    acc = dot_int32(x.astype(np.float32), *weights, i.src_zp)[0]
+    if i.weights_zp:  # sum((x - zx)(w - zw)) = sum((x - zx) w) - zw sum(x - zx)
+        centred = x[0].sum(axis=1, dtype=np.int32) - np.int32(i.src_zp * i.k)
+        acc -= np.int32(i.weights_zp) * centred[:, None]
+    _write_accumulators(i, state, acc, i.n)
 
 
 def _write_accumulators(i: Conv | Matmul, state: State, acc: np.ndarray, out_c: int) -> None:
@@ -176,14 +187,15 @@ def _columns(windows: np.ndarray, i: Conv, state: State, whole: bool) -> np.ndar
     columns = windows.reshape(out_h, out_w, kh, kw, i.groups, cin_g).transpose(4, 0, 1, 2, 3, 5)
     columns = columns.astype(np.float32, order="C").reshape(i.groups, out_h * out_w, -1)
     if whole:
-        region = Region(i.src, i.src + i.in_h * i.in_w * in_c)
+        region = Region(i.src, i.src + i.in_h * i.in_w * (i.src_stride or in_c))
         state.remember("windows", key, region, columns)
     return columns
 
 
-def _float_weights(w: np.ndarray, addr: int, state: State) -> tuple[np.ndarray, np.ndarray]:
-    """(G, K, N) float32 weights and their (G, N) int32 sums, for w (G, N, K) int8 at addr."""
-    key = (addr, w.shape)
+def _float_weights(w: np.ndarray, addr: int, state: State, layout: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(G, K, N) float32 weights and their (G, N) int32 sums, for w (G, N, K) int8 at addr
+    (`layout` tells the memo how they were read)."""
+    key = (addr, w.shape, layout)
     if (weights := state.recall("weights", key)) is not None:
         return weights
     value = (w.astype(np.float32).transpose(0, 2, 1), w.sum(axis=2, dtype=np.int32))

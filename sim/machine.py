@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from vpuc.sim.errors import OpError
-from vpuc.sim.isa import Instruction, Unit
 from vpuc.sim.memory import Memory, Region
 from vpuc.targets import Hardware
+from vpuc.targets.isa.formats import Instruction, Unit
 
 MAX_PADDED_BYTES = 1 << 28  # simulator limit on one instruction's padded input
 
@@ -76,17 +76,6 @@ def require(condition: bool, message: str, *args: object) -> None:
     plans run for every instruction)."""
     if not condition:
         raise OpError(message.format(*args))
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def output_size(
-    size: int, pad_before: int, pad_after: int, kernel: int, stride: int, dilation: int = 1
-) -> int:
-    """Output length of a sliding window: (size + pads - dilation*(kernel-1) - 1) // stride + 1."""
-    return (size + pad_before + pad_after - dilation * (kernel - 1) - 1) // stride + 1
 
 
 def require_positive(instruction: Instruction, *names: str) -> None:

@@ -11,8 +11,6 @@ and tests hold the two together. Two requantisation modes (Target.numerics.requa
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 INT32_MIN = -(1 << 31)
@@ -76,21 +74,15 @@ def add_float32(
     return y.astype(np.int8)
 
 
-def requant_multiplier(scale_x: float, scale_w: np.ndarray | float, scale_y: float) -> np.ndarray:
-    """The float32 multipliers M = f32(f32(s_x * s_w) / s_y) that float32 mode expects."""
-    product = np.float32(scale_x) * np.asarray(scale_w, dtype=np.float32)
-    return (product / np.float32(scale_y)).astype(np.float32)
-
-
-def quantize_multiplier(real: float) -> tuple[int, int]:
-    """TFLite's QuantizeMultiplier: (multiplier in [2^30, 2^31), shift) with real ~ m * 2^(shift-31)."""
-    if real == 0.0:
-        return 0, 0
-    fraction, shift = math.frexp(real)
-    multiplier = int(math.floor(abs(fraction) * (1 << 31) + 0.5)) * (1 if fraction > 0 else -1)
-    if abs(multiplier) == 1 << 31:
-        multiplier //= 2
-        shift += 1
-    if shift < -31:
-        return 0, 0
-    return multiplier, shift
+def mul_float32(
+    a: np.ndarray, b: np.ndarray, zp_a: int, zp_b: int, scale: float, zp: int, lo: int, hi: int
+) -> np.ndarray:
+    """int8 of clamp(rne(f32(scale * f32((a-zp_a)*(b-zp_b)))) + zp, lo, hi); b broadcasts.
+    The integer product is at most 2^16 in magnitude, so its float32 is exact."""
+    product = (a.astype(np.int32) - np.int32(zp_a)) * (b.astype(np.int32) - np.int32(zp_b))
+    y = product.astype(np.float32)
+    y *= np.float32(scale)
+    np.rint(y, out=y)
+    y += np.float32(zp)
+    np.clip(y, lo, hi, out=y)
+    return y.astype(np.int8)

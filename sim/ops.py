@@ -7,8 +7,8 @@ its own module: dma.py, mac.py, vector.py, pool.py.
 from __future__ import annotations
 
 from vpuc.sim import dma, mac, pool, vector
-from vpuc.sim.isa import End, Opcode, Unit
 from vpuc.sim.machine import OpHandler, Plan, State
+from vpuc.targets.isa.formats import End, Opcode, Unit
 
 
 def plan_end(instruction: End, state: State) -> Plan:
@@ -27,6 +27,7 @@ OPS: dict[Opcode, OpHandler] = {
     Opcode.MATMUL: OpHandler(mac.plan_matmul, mac.run_matmul),
     Opcode.REQUANT: OpHandler(vector.plan_requant, vector.run_requant),
     Opcode.ADD: OpHandler(vector.plan_add, vector.run_add),
+    Opcode.MUL: OpHandler(vector.plan_mul, vector.run_mul),
     Opcode.CLIP: OpHandler(vector.plan_clip, vector.run_clip),
     Opcode.LUT: OpHandler(vector.plan_lut, vector.run_lut),
     Opcode.MAXPOOL: OpHandler(pool.plan_pool, pool.run_maxpool),

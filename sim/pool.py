@@ -8,19 +8,16 @@ count_include_pad, padding counting as zero):
     y = clamp(rne(f32(f32(sum) * f32(scale / f32(count)))) + dst_zp, clamp_min, clamp_max)
 
 Padding must be smaller than the window, so every window holds a valid element.
-Cost: ceil(channels / lanes) cycles per output pixel and window tap.
+Cost (targets/isa/cost.py): ceil(channels / lanes) cycles per output pixel and window tap.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from vpuc.sim.isa import AvgPool, MaxPool, Unit
 from vpuc.sim.machine import (
     Plan,
     State,
-    ceil_div,
-    output_size,
     require,
     require_clamp,
     require_padded_fits,
@@ -28,13 +25,8 @@ from vpuc.sim.machine import (
     window_view,
 )
 from vpuc.sim.numerics import requant_float32
-
-
-def pool_output_shape(i: MaxPool | AvgPool) -> tuple[int, int]:
-    return (
-        output_size(i.in_h, i.pad_top, i.pad_bottom, i.kernel_h, i.stride_h),
-        output_size(i.in_w, i.pad_left, i.pad_right, i.kernel_w, i.stride_w),
-    )
+from vpuc.targets.isa.cost import instruction_cycles, pool_output_shape
+from vpuc.targets.isa.formats import AvgPool, MaxPool, Unit
 
 
 def plan_pool(instruction: MaxPool | AvgPool, state: State) -> Plan:
@@ -55,9 +47,7 @@ def plan_pool(instruction: MaxPool | AvgPool, state: State) -> Plan:
     require_padded_fits(i, i.channels)
     reads = (state.sram.region(i.src, i.in_h * i.in_w * i.channels, "read of 'src'"),)
     writes = (state.sram.region(i.dst, out_h * out_w * i.channels, "write of 'dst'"),)
-    taps = i.kernel_h * i.kernel_w
-    cycles = ceil_div(i.channels, state.hardware.vector_lanes) * out_h * out_w * taps
-    return Plan(Unit.VEC, cycles, reads=reads, writes=writes)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
 def run_maxpool(instruction: MaxPool, state: State) -> None:

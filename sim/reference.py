@@ -60,9 +60,9 @@ def conv2d(
     return _finish_accumulators(out, bias, accumulator)
 
 
-def matmul(x, w, *, zp=0, bias=None, accumulator=None) -> np.ndarray:
-    """int32 (m, n) = (x - zp) @ w.T [+ bias] [+ accumulator]; x (m, k), w (n, k) int8."""
-    out = (x.astype(np.int64) - zp) @ w.astype(np.int64).T
+def matmul(x, w, *, zp=0, w_zp=0, bias=None, accumulator=None) -> np.ndarray:
+    """int32 (m, n) = (x - zp) @ (w - w_zp).T [+ bias] [+ accumulator]; x (m, k), w (n, k) int8."""
+    out = (x.astype(np.int64) - zp) @ (w.astype(np.int64) - w_zp).T
     return _finish_accumulators(out, bias, accumulator)
 
 
@@ -112,6 +112,13 @@ def add(a, b, *, zp_a=0, zp_b=0, scale_a=1.0, scale_b=1.0, zp=0, lo=-128, hi=127
     term_a = np.float32(scale_a) * (a.astype(np.int64) - zp_a).astype(np.float32)
     term_b = np.float32(scale_b) * (b.astype(np.int64) - zp_b).astype(np.float32)
     return np.clip(round_half_even(term_a + term_b) + zp, lo, hi).astype(np.int8)
+
+
+def mul(a, b, *, zp_a=0, zp_b=0, scale=1.0, zp=0, lo=-128, hi=127):
+    """int8 clamp(rne(f32(M * f32((a - zp_a) * (b - zp_b)))) + zp, lo, hi); b broadcasts."""
+    product = (a.astype(np.int64) - zp_a) * (b.astype(np.int64) - zp_b)
+    term = np.float32(scale) * product.astype(np.float32)
+    return np.clip(round_half_even(term) + zp, lo, hi).astype(np.int8)
 
 
 def clip(x, lo=-128, hi=127) -> np.ndarray:

@@ -19,17 +19,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vpuc.sim.asm import format_instruction
 from vpuc.sim.errors import OpError, SimError, VpuError
 from vpuc.sim.hazards import check_races
-from vpuc.sim.isa import Instruction, Opcode
 from vpuc.sim.machine import Plan, State
 from vpuc.sim.memory import Memory, as_byte_array
 from vpuc.sim.ops import OPS
-from vpuc.sim.program import Program, as_program
 from vpuc.sim.stats import SimStats, collect_stats
 from vpuc.sim.timing import Timeline, check_tokens, schedule
 from vpuc.targets import Target
+from vpuc.targets.isa.asm import format_instruction
+from vpuc.targets.isa.formats import Instruction, Opcode
+from vpuc.targets.isa.program import Program, as_program
 
 DEFAULT_DRAM_BYTES = 64 << 20
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vpuc.sim.isa import Instruction, Unit
 from vpuc.sim.machine import Plan
 from vpuc.sim.timing import QUEUED_UNITS, Timeline
 from vpuc.targets import Target
+from vpuc.targets.isa.formats import Instruction, Unit
 
 STALL_CAUSES = {Unit.DMA: "wait_dma", Unit.MAC: "wait_mac", Unit.VEC: "wait_vec"}
 

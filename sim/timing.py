@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from vpuc.sim.asm import format_instruction
 from vpuc.sim.errors import SimError
-from vpuc.sim.isa import TOKEN_COUNT, Instruction, Unit, token_ids
 from vpuc.sim.machine import Plan
+from vpuc.targets.isa.asm import format_instruction
+from vpuc.targets.isa.formats import TOKEN_COUNT, Instruction, Unit, token_ids
 
 QUEUED_UNITS = (Unit.DMA, Unit.MAC, Unit.VEC)
 

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vpuc.sim.asm import format_instruction
-from vpuc.sim.isa import Unit
 from vpuc.sim.simulator import SimResult
 from vpuc.sim.timing import QUEUED_UNITS
+from vpuc.targets.isa.asm import format_instruction
+from vpuc.targets.isa.formats import Unit
 
 PROCESS_ID = 1
 UNIT_TRACKS = {Unit.DMA: 1, Unit.MAC: 2, Unit.VEC: 3}

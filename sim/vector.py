@@ -1,8 +1,8 @@
-"""The vector unit's elementwise operations: requant, add, clip and lut.
+"""The vector unit's elementwise operations: requant, add, mul, clip and lut.
 
-One of the operation modules gathered by ops.py (pooling lives in pool.py). Costs:
-requant takes ceil(channels / lanes) cycles per pixel (channels map to lanes); add, clip
-and lut take ceil(count / lanes) cycles.
+One of the operation modules gathered by ops.py (pooling lives in pool.py). Costs
+(targets/isa/cost.py): requant takes ceil(channels / lanes) cycles per pixel (channels map
+to lanes); add, mul, clip and lut take ceil(elements / lanes) cycles.
 
 Requant parameters, at `params` in SRAM (per_channel = 0: one set for every channel):
   float32 mode:      n float32 multipliers M
@@ -14,35 +14,42 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.sim.errors import OpError
-from vpuc.sim.isa import Add, Clip, Lut, Requant, Unit
 from vpuc.sim.machine import (
     Plan,
     State,
-    ceil_div,
     require,
     require_clamp,
     require_positive,
 )
-from vpuc.sim.numerics import add_float32, requant_fixed_point, requant_float32
-
-LUT_ENTRIES = 256
-SHIFT_RANGE = (-31, 30)
+from vpuc.sim.numerics import add_float32, mul_float32, requant_fixed_point, requant_float32
+from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.formats import Add, Clip, Lut, Mul, Requant, Unit
+from vpuc.targets.isa.params import LUT_ENTRIES, SHIFT_RANGE, requant_param_bytes
 
 
 def plan_requant(instruction: Requant, state: State) -> Plan:
     i = instruction
     require_positive(i, "pixels", "channels")
     require_clamp(i)
+    require(
+        i.dst_stride == 0 or i.dst_stride >= i.channels,
+        "dst_stride {} is below channels {}: output pixels would overlap",
+        i.dst_stride,
+        i.channels,
+    )
     count = i.pixels * i.channels
     sets = i.channels if i.per_channel else 1
-    param_bytes = sets * (4 if state.requant_mode == "float32" else 8)
     reads = (
         state.sram.region(i.src, count * 4, "int32 'src'", align=4),
-        state.sram.region(i.params, param_bytes, "read of 'params'", align=4),
+        state.sram.region(
+            i.params, requant_param_bytes(state.requant_mode, sets), "read of 'params'", align=4
+        ),
     )
-    writes = (state.sram.region(i.dst, count, "write of 'dst'"),)
-    cycles = ceil_div(i.channels, state.hardware.vector_lanes) * i.pixels
-    return Plan(Unit.VEC, cycles, reads=reads, writes=writes)
+    if i.dst_stride in (0, i.channels):
+        dst = state.sram.region(i.dst, count, "write of 'dst'")
+    else:
+        dst = state.sram.block(i.dst, (1, i.pixels, i.channels), (i.dst_stride, 0), "write of 'dst'")
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=(dst,))
 
 
 def run_requant(instruction: Requant, state: State) -> None:
@@ -63,7 +70,8 @@ def run_requant(instruction: Requant, state: State) -> None:
         if bad.size:
             raise OpError(f"shift {bad[0]} is {shift[bad[0]]}, outside {list(SHIFT_RANGE)}")
         y = requant_fixed_point(acc, multiplier, shift, i.dst_zp, i.clamp_min, i.clamp_max)
-    sram.view(i.dst, (i.pixels, i.channels), np.int8)[...] = y
+    stride = i.dst_stride or i.channels
+    np.ndarray((i.pixels, i.channels), np.int8, sram.data, i.dst, (stride, 1))[...] = y
 
 
 def plan_add(instruction: Add, state: State) -> Plan:
@@ -75,7 +83,7 @@ def plan_add(instruction: Add, state: State) -> Plan:
         state.sram.region(i.src_b, i.count, "read of 'src_b'"),
     )
     writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
-    return Plan(Unit.VEC, _elementwise_cycles(i.count, state), reads=reads, writes=writes)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
 def run_add(instruction: Add, state: State) -> None:
@@ -86,13 +94,34 @@ def run_add(instruction: Add, state: State) -> None:
     state.sram.view(i.dst, (i.count,), np.int8)[...] = y
 
 
+def plan_mul(instruction: Mul, state: State) -> Plan:
+    i = instruction
+    require_positive(i, "pixels", "channels")
+    require_clamp(i)
+    count = i.pixels * i.channels
+    reads = (
+        state.sram.region(i.src_a, count, "read of 'src_a'"),
+        state.sram.region(i.src_b, i.channels if i.broadcast_b else count, "read of 'src_b'"),
+    )
+    writes = (state.sram.region(i.dst, count, "write of 'dst'"),)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
+
+
+def run_mul(instruction: Mul, state: State) -> None:
+    i = instruction
+    a = state.sram.view(i.src_a, (i.pixels, i.channels), np.int8)
+    b = state.sram.view(i.src_b, (1 if i.broadcast_b else i.pixels, i.channels), np.int8)
+    y = mul_float32(a, b, i.zp_a, i.zp_b, i.scale, i.dst_zp, i.clamp_min, i.clamp_max)
+    state.sram.view(i.dst, (i.pixels, i.channels), np.int8)[...] = y
+
+
 def plan_clip(instruction: Clip, state: State) -> Plan:
     i = instruction
     require_positive(i, "count")
     require_clamp(i)
     reads = (state.sram.region(i.src, i.count, "read of 'src'"),)
     writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
-    return Plan(Unit.VEC, _elementwise_cycles(i.count, state), reads=reads, writes=writes)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
 def run_clip(instruction: Clip, state: State) -> None:
@@ -116,7 +145,7 @@ def plan_lut(instruction: Lut, state: State) -> Plan:
         state.sram.region(i.table, LUT_ENTRIES, "read of 'table'"),
     )
     writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
-    return Plan(Unit.VEC, _elementwise_cycles(i.count, state), reads=reads, writes=writes)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
 def run_lut(instruction: Lut, state: State) -> None:
@@ -124,7 +153,3 @@ def run_lut(instruction: Lut, state: State) -> None:
     x = state.sram.view(i.src, (i.count,), np.uint8)
     table = state.sram.view(i.table, (LUT_ENTRIES,), np.int8)
     state.sram.view(i.dst, (i.count,), np.int8)[...] = table[x ^ 0x80]
-
-
-def _elementwise_cycles(count: int, state: State) -> int:
-    return ceil_div(count, state.hardware.vector_lanes)

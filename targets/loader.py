@@ -32,7 +32,10 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "host_link_latency_cycles": (0, 1 << 24),
     "vector_lanes": (1, 4096),
     "lut_entries": (0, 65536),
+    "dram_burst_bytes": (1, 1 << 16),
+    "mac_weight_load_cycles": (1, 1 << 16),
 }
+OPTIONAL_HARDWARE = ("lut_entries", "dram_burst_bytes", "mac_weight_load_cycles")
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
 
 
@@ -142,7 +145,7 @@ def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
     values = {}
     for f in fields(Hardware):
         if f.name not in table:
-            if f.name == "lut_entries":
+            if f.name in OPTIONAL_HARDWARE:
                 continue
             raise TargetError(f"{path}: hardware.{f.name}: missing")
         value = _get(path, "hardware", table, f.name, int)

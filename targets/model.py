@@ -30,6 +30,14 @@ class Hardware:
     host_link_latency_cycles: int
     vector_lanes: int
     lut_entries: int = 0
+    dram_burst_bytes: int = 0  # 0: one beat (dram_bytes_per_cycle); the loader fills it in
+    mac_weight_load_cycles: int = 0  # 0: mac_rows (one array row per cycle); the loader fills it in
+
+    def __post_init__(self) -> None:
+        if self.dram_burst_bytes <= 0:
+            object.__setattr__(self, "dram_burst_bytes", self.dram_bytes_per_cycle)
+        if self.mac_weight_load_cycles <= 0:
+            object.__setattr__(self, "mac_weight_load_cycles", self.mac_rows)
 
     @property
     def macs_per_cycle(self) -> int:
@@ -40,8 +48,10 @@ class Hardware:
         return self.lut_entries > 0
 
     def dram_cycles(self, nbytes: int) -> int:
-        """Cycles for one DRAM<->SRAM transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""
-        return self.dram_latency_cycles + -(-nbytes // self.dram_bytes_per_cycle)
+        """Cycles for one contiguous DRAM<->SRAM transfer of `nbytes`: latency + whole bursts
+        (targets/isa/cost.py `dma_cycles` is the general, strided form)."""
+        burst = self.dram_burst_bytes
+        return self.dram_latency_cycles + -(-(-(-nbytes // burst) * burst) // self.dram_bytes_per_cycle)
 
     def host_link_cycles(self, nbytes: int) -> int:
         """Cycles for one host<->VPU transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""

@@ -4,10 +4,10 @@ transfer cycles of ops described by OpViews, from the Target's figures alone.
 The compiler never imports the simulator; this model is its own, documented in
 docs/partition.md, and tests keep it close to what the simulator measures.
 
-VPU, per op (cycles at hardware.clock_mhz), by the simulator's cost functions (docs/isa.md):
-    conv      ceil(groups/packed) * ceil(cin_g/rows) * ceil(cout_g/cols) * out_h*out_w*kh*kw
-              + rows + cols
-    dense     ceil(k/rows) * ceil(n/cols) * m + rows + cols
+VPU, per op (cycles at hardware.clock_mhz), by the ISA's cost functions (targets/isa/cost.py,
+the simulator's too; docs/isa.md):
+    conv      mac_cycles: blocks of weights per kernel tap, each max(pixels, weight load)
+    dense     mac_cycles with m pixels
     pooling   ceil(channels/lanes) * out pixels * window
     others    ceil(elements/lanes); reshape 0
     memory    every op streams its inputs, weights and output through DRAM:
@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from vpuc.targets import Target
+from vpuc.targets.isa.cost import mac_cycles
 from vpuc.targets.ops import OpView
 
 MAC_KINDS = ("conv2d", "dense", "matmul")
@@ -59,8 +60,7 @@ def vpu_compute_cycles(view: OpView, target: Target) -> int:
         return _conv_cycles(view, target)
     if view.kind in ("dense", "matmul"):
         k, n = view.input_shape(0)[-1], view.output_shape[-1]
-        m = _count(view.output_shape) // max(n, 1)
-        return -(-k // hw.mac_rows) * -(-n // hw.mac_cols) * m + hw.mac_rows + hw.mac_cols
+        return mac_cycles(hw, 1, k, n, _count(view.output_shape) // max(n, 1))
     channels, pixels = _channels_pixels(view.output_shape)
     if view.kind in ("max_pool2d", "avg_pool2d", "global_avg_pool"):
         window = math.prod(view.attrs.get("pool", (1, 1)))
@@ -71,17 +71,13 @@ def vpu_compute_cycles(view: OpView, target: Target) -> int:
 
 
 def _conv_cycles(view: OpView, target: Target) -> int:
-    """conv: ceil(groups/packed) * ceil(cin_g/rows) * ceil(cout_g/cols) * out_h*out_w*kh*kw
-    + rows + cols, groups too narrow for the array packed side by side (docs/isa.md)."""
-    hw = target.hardware
+    """conv: the ISA's MAC cost (targets/isa/cost.py) of the whole layer as one instruction."""
     groups = max(view.attrs.get("groups", 1), 1)
     cin_g = max(view.attrs.get("in_channels", 1) // groups, 1)
     cout_g = max(view.attrs.get("out_channels", 1) // groups, 1)
-    packed = max(1, min(groups, hw.mac_rows // cin_g, hw.mac_cols // cout_g))
     kh, kw = view.attrs.get("kernel", (1, 1))
     _, pixels = _channels_pixels(view.output_shape)
-    passes = -(-groups // packed) * -(-cin_g // hw.mac_rows) * -(-cout_g // hw.mac_cols)
-    return passes * pixels * kh * kw + hw.mac_rows + hw.mac_cols
+    return mac_cycles(target.hardware, groups, cin_g, cout_g, pixels, kh * kw)
 
 
 def _channels_pixels(shape: tuple[int, ...]) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from vpuc.sim import (
     assemble,
     encode,
 )
-from vpuc.sim.isa import FORMATS
+from vpuc.targets.isa.formats import FORMATS
 
 
 def sim_error(target, program, dram=None) -> SimError:

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vpuc.sim import DecodeError, IsaError, decode, encode
-from vpuc.sim.asm import format_instruction, parse_instruction
-from vpuc.sim.isa import (
+from vpuc.sim.ops import OPS
+from vpuc.targets.isa.asm import format_instruction, parse_instruction
+from vpuc.targets.isa.formats import (
     FORMATS,
     WORD_BYTES,
     Add,
@@ -23,11 +24,11 @@ from vpuc.sim.isa import (
     Lut,
     Matmul,
     MaxPool,
+    Mul,
     Opcode,
     Requant,
     Unit,
 )
-from vpuc.sim.ops import OPS
 
 EXAMPLES = [
     Dma(
@@ -69,11 +70,15 @@ EXAMPLES = [
         src_zp=-128,
         with_bias=1,
         accumulate=1,
+        src_stride=65535,
     ),
     Matmul(src=0, weights=64, dst=128, m=(1 << 32) - 1, k=65535, n=1000, src_zp=127),
+    Matmul(src=0, weights=64, dst=128, m=3, k=5, n=7, src_zp=-1, weights_kn=1, weights_zp=-128),
     Requant(
         src=0, dst=64, params=128, pixels=49, channels=512, per_channel=0, dst_zp=-5, clamp_min=0, clamp_max=6
     ),
+    Requant(src=0, dst=64, params=128, pixels=4, channels=8, dst_stride=24),
+    Mul(src_a=0, src_b=64, dst=128, pixels=10, channels=16, broadcast_b=1, zp_a=3, zp_b=-4, scale=0.5),
     Add(src_a=0, src_b=64, dst=128, count=1000, zp_a=-1, zp_b=2, dst_zp=-3, scale_a=0.1, scale_b=-3.5e-7),
     Clip(src=0, dst=0, count=3, clamp_min=-7, clamp_max=-7),
     Lut(src=0, dst=64, table=128, count=99),

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vpuc.sim import Add, AvgPool, Conv, Requant
 from vpuc.sim import reference as ref
-from vpuc.sim.numerics import requant_multiplier
+from vpuc.targets.isa.params import requant_multiplier
 
 
 def _run_ort(node, inputs: dict[str, np.ndarray], initializers: dict[str, np.ndarray]):

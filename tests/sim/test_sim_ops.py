@@ -21,7 +21,7 @@ from vpuc.sim import (
     Simulator,
 )
 from vpuc.sim import reference as ref
-from vpuc.sim.numerics import quantize_multiplier
+from vpuc.targets.isa.params import quantize_multiplier
 
 RNG_SEED = 20240611
 

@@ -20,7 +20,7 @@ from vpuc.sim.commands import (
     sim_command,
 )
 from vpuc.sim.errors import AsmError, DecodeError
-from vpuc.sim.isa import FORMATS, markdown_table
+from vpuc.targets.isa.formats import FORMATS, markdown_table
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,8 @@
-"""The timing model on hand-computed programs: a DMA costs latency + ceil(bytes / bandwidth),
-independent units overlap (max), dependent ones add up (sum), a double-buffered loop runs
-at the compute bound, and every cost comes from the Target's numbers."""
+"""The timing model on hand-computed programs: a DMA costs latency + whole bursts over the
+bandwidth, a gather of short rows pays a burst per row, a conv pays a weight load per block
+when its tile is too short to hide it, independent units overlap (max), dependent ones add
+up (sum), a double-buffered loop runs at the compute bound, and every cost comes from the
+Target's numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from vpuc.sim import Add, AvgPool, Conv, Dma, End, Opcode, Requant, Simulator
+from vpuc.sim import Add, AvgPool, Conv, Dma, End, Matmul, Mul, Opcode, Requant, Simulator
 from vpuc.targets import load_target
 
 
@@ -17,7 +19,8 @@ def load(nbytes, sram=0, **tokens):
 
 
 def conv_3x3(src, dst, **tokens):
-    """8x8x32 -> 8x8x32, 3x3, pad 1: on 16x16 MACs 2*2 passes x 64 pixels x 9 taps + 32."""
+    """8x8x32 -> 8x8x32, 3x3, pad 1: on 16x16 MACs 2*2 blocks x 9 taps, each streaming 64
+    pixels (longer than the 16-cycle weight load), + the first load 16 + fill/drain 32."""
     return Conv(
         src=src,
         weights=src + 2048,
@@ -36,16 +39,17 @@ def conv_3x3(src, dst, **tokens):
     )
 
 
-CONV_3X3_CYCLES = 2 * 2 * 64 * 9 + 16 + 16  # 2336
+CONV_3X3_CYCLES = 2 * 2 * 9 * 64 + 16 + 16 + 16  # 2352
 
 
 @pytest.mark.parametrize("target_name", ["vpu", "vpu-plus"])
 @pytest.mark.parametrize("nbytes", [1, 15, 16, 17, 4096, 100_001])
-def test_one_dma_takes_latency_plus_bytes_over_bandwidth(target_name, nbytes):
+def test_one_dma_takes_latency_plus_bursts_over_bandwidth(target_name, nbytes):
     target = load_target(target_name)
     hw = target.hardware
     result = Simulator(target).run([load(nbytes), End()])
-    expected = hw.dram_latency_cycles + -(-nbytes // hw.dram_bytes_per_cycle)
+    bursts = -(-nbytes // hw.dram_burst_bytes)
+    expected = hw.dram_latency_cycles + -(-bursts * hw.dram_burst_bytes // hw.dram_bytes_per_cycle)
     assert result.stats.total_cycles == expected
     assert result.stats.units["DMA"].busy_cycles == expected
 
@@ -57,10 +61,11 @@ def test_costs_follow_the_target(vpu):
             vpu.hardware, dram_latency_cycles=1000, dram_bytes_per_cycle=3, mac_rows=8, mac_cols=4
         ),
     )
-    assert Simulator(slow).run([load(100), End()]).stats.total_cycles == 1000 + 34
-    # 32 channels on 8 rows x 4 cols: 4 * 8 passes x 576 steps + 12 fill/drain
+    # 100 bytes = 4 bursts of 32 = 128 bytes at 3 per cycle: 43 cycles
+    assert Simulator(slow).run([load(100), End()]).stats.total_cycles == 1000 + 43
+    # 32 channels on 8 rows x 4 cols: 4 * 8 blocks x 9 taps x 64 pixels + load 16 + 12 fill/drain
     result = Simulator(slow).run([conv_3x3(0, 8192), End()])
-    assert result.stats.total_cycles == 4 * 8 * 576 + 12
+    assert result.stats.total_cycles == 4 * 8 * 9 * 64 + 16 + 12
 
 
 def test_independent_dma_and_mac_overlap(vpu):
@@ -133,9 +138,9 @@ def test_single_buffered_loop_pays_every_transfer(vpu):
                 pad_right=1,
                 groups=32,
             ),
-            2 * 64 * 9 + 32,
+            2 * 9 * 64 + 16 + 32,
         ),
-        # 3 input channels fill 3 of 16 rows: still one pass per pixel and tap
+        # 3 input channels fill 3 of 16 rows: still one block per tap, 16 pixels each
         (
             Conv(
                 src=0,
@@ -152,14 +157,60 @@ def test_single_buffered_loop_pays_every_transfer(vpu):
                 pad_top=1,
                 pad_left=1,
             ),
-            16 * 9 + 32,
+            9 * 16 + 16 + 32,
         ),
+        # batch-1 matrix-vector product: every 16x16 block waits 16 cycles for its weights
+        # and streams one row: 4 x 4 blocks x 16 + 16 + 32, 256x64 MACs -> 6% utilisation
+        (Matmul(src=0, weights=4096, dst=65536, m=1, k=64, n=64), 16 * 16 + 16 + 32),
         (Requant(src=0, dst=4096, params=8192, pixels=10, channels=33), 2 * 10),
         (Add(src_a=0, src_b=1024, dst=2048, count=65, scale_a=1.0, scale_b=1.0), 3),
+        (Mul(src_a=0, src_b=1024, dst=2048, pixels=5, channels=13, broadcast_b=1, scale=1.0), 3),
         (AvgPool(src=0, dst=4096, in_h=7, in_w=7, channels=64, kernel_h=7, kernel_w=7), 2 * 49),
     ],
-    ids=["depthwise", "cin3", "requant", "add", "gap"],
+    ids=["depthwise", "cin3", "matvec", "requant", "add", "mul", "gap"],
 )
 def test_unit_costs(vpu, instruction, cycles):
     result = Simulator(vpu).run([instruction, End()])
     assert result.stats.total_cycles == cycles
+
+
+def test_matrix_vector_product_shows_the_weight_load(vpu):
+    result = Simulator(vpu).run([Matmul(src=0, weights=4096, dst=65536, m=1, k=64, n=64), End()])
+    assert result.stats.mac_utilisation == pytest.approx(64 * 64 / ((16 * 16 + 16 + 32) * 256))
+    assert result.stats.mac_utilisation < 0.07
+
+
+@pytest.mark.parametrize("target_name", ["vpu", "vpu-plus"])
+def test_a_gather_of_one_byte_rows_pays_a_burst_per_row(target_name):
+    """4096 one-byte rows, 4096 bytes apart in DRAM: 4096 bursts, against 4096 / burst
+    bursts for the same bytes in one contiguous load."""
+    target = load_target(target_name)
+    hw = target.hardware
+    gather = Dma(
+        opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1, rows=4096, dram_row_stride=4096, sram_row_stride=1
+    )
+    burst_cycles = hw.dram_burst_bytes // hw.dram_bytes_per_cycle
+    gathered = Simulator(target).run([gather, End()]).stats.total_cycles
+    contiguous = Simulator(target).run([load(4096), End()]).stats.total_cycles
+    assert gathered == hw.dram_latency_cycles + 4096 * burst_cycles
+    assert contiguous == hw.dram_latency_cycles + 4096 // hw.dram_burst_bytes * burst_cycles
+    assert gathered > 10 * contiguous
+
+
+def test_rows_adjacent_in_dram_merge_into_one_run(vpu):
+    """A gather into SRAM of 16-byte rows 32 bytes apart, from bytes contiguous in DRAM:
+    the DRAM side is one run (as one contiguous load), the SRAM side 64 one-cycle rows."""
+    gather = Dma(
+        opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=16, rows=64, dram_row_stride=16, sram_row_stride=32
+    )
+    contiguous = vpu.hardware.dram_cycles(1024)
+    assert Simulator(vpu).run([gather, End()]).stats.total_cycles == contiguous == 64 + 64
+
+
+def test_a_scatter_of_single_bytes_pays_a_cycle_per_byte_in_sram(vpu):
+    """NCHW -> NHWC by DMA: 256 bytes contiguous in DRAM land one per pixel, 3 bytes apart
+    in SRAM: the SRAM side takes 256 cycles, longer than the DRAM side's 16."""
+    scatter = Dma(
+        opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1, rows=256, dram_row_stride=1, sram_row_stride=3
+    )
+    assert Simulator(vpu).run([scatter, End()]).stats.total_cycles == vpu.hardware.dram_latency_cycles + 256

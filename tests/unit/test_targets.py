@@ -30,10 +30,20 @@ def test_vpu_plus_inherits_and_overrides():
     assert plus.hardware.host_link_bytes_per_cycle == base.hardware.host_link_bytes_per_cycle
 
 
-def test_dram_cycles_is_latency_plus_ceil():
-    hw = load_target("vpu").hardware
-    assert hw.dram_cycles(1) == hw.dram_latency_cycles + 1
-    assert hw.dram_cycles(hw.dram_bytes_per_cycle * 3 + 1) == hw.dram_latency_cycles + 4
+def test_dram_cycles_is_latency_plus_whole_bursts():
+    hw = load_target("vpu").hardware  # 32-byte bursts at 16 bytes per cycle
+    assert (hw.dram_burst_bytes, hw.dram_bytes_per_cycle) == (32, 16)
+    assert hw.dram_cycles(1) == hw.dram_latency_cycles + 2
+    assert hw.dram_cycles(32) == hw.dram_latency_cycles + 2
+    assert hw.dram_cycles(33) == hw.dram_latency_cycles + 4
+
+
+def test_burst_and_weight_load_default_when_a_file_omits_them(tmp_path):
+    base = tmp_path / "base.toml"
+    text = Path(load_target("vpu").source).read_text()
+    base.write_text(text.replace("dram_burst_bytes = 32", "").replace("mac_weight_load_cycles = 16", ""))
+    hw = load_target(base).hardware
+    assert hw.dram_burst_bytes == hw.dram_bytes_per_cycle and hw.mac_weight_load_cycles == hw.mac_rows
 
 
 def test_target_by_path(tmp_path):

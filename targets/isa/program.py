@@ -16,8 +16,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from vpuc.sim.errors import DecodeError
-from vpuc.sim.isa import WORD_BYTES, Instruction, decode, encode
+from vpuc.targets.isa.errors import DecodeError
+from vpuc.targets.isa.formats import WORD_BYTES, Instruction, decode, encode
 
 MAGIC = b"VPUP"
 VERSION = 1

@@ -1,7 +1,8 @@
 """The VPU instruction set: opcodes, one frozen dataclass per format, and its binary encoding.
 
-Bottom of vpuc.sim: the assembler (asm.py), the program container (program.py) and the
-simulator build on these classes. Every instruction is one 64-byte little-endian word; bits
+The contract of both sides: the compiler's emitter (compiler/lower/emit.py) builds these
+instructions, the simulator (vpuc.sim) runs them; the assembler (asm.py) and the program
+container (program.py) build on these classes. Every instruction is one 64-byte little-endian word; bits
 0..63 are a header common to all formats (opcode, layer, wait and signal token masks), the
 rest is declared field by field in each format. `decode(encode(i)) == i` for every valid
 instruction. docs/isa.md documents the semantics; its field tables come from
@@ -14,8 +15,8 @@ from dataclasses import MISSING, dataclass, fields
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from vpuc.sim.bitfield import BitField, declared_layout, f32, s, u
-from vpuc.sim.errors import DecodeError, IsaError
+from vpuc.targets.isa.bitfield import BitField, declared_layout, f32, s, u
+from vpuc.targets.isa.errors import DecodeError, IsaError
 
 WORD_BYTES = 64
 WORD_BITS = WORD_BYTES * 8
@@ -36,6 +37,7 @@ class Opcode(IntEnum):
     LUT = 0x23
     MAXPOOL = 0x24
     AVGPOOL = 0x25
+    MUL = 0x26
     END = 0xFF
 
     @property
@@ -165,12 +167,13 @@ class Conv(Instruction):
     src_zp: int = s(352, 8, "input zero point, subtracted from every input and pad value", 0)
     with_bias: int = u(360, 1, "1: add the int32 biases", 0)
     accumulate: int = u(361, 1, "1: add onto the int32 values already at dst", 0)
+    src_stride: int = u(368, 16, "bytes from one input pixel to the next (0: in_c)", 0)
 
 
 @instruction_format(Opcode.MATMUL)
 @dataclass(frozen=True, kw_only=True)
 class Matmul(Instruction):
-    """int8 (m x k) x int8 weights (n x k, row per output) -> int32 (m x n)."""
+    """int8 (m x k) x int8 weights (n x k, row per output; or k x n) -> int32 (m x n)."""
 
     opcode: Opcode = opcode_field(Opcode.MATMUL)
     src: int = u(64, 32, "SRAM address of the int8 input, m x k")
@@ -183,6 +186,8 @@ class Matmul(Instruction):
     src_zp: int = s(256, 8, "input zero point, subtracted from every input", 0)
     with_bias: int = u(264, 1, "1: add the int32 biases", 0)
     accumulate: int = u(265, 1, "1: add onto the int32 values already at dst", 0)
+    weights_kn: int = u(266, 1, "1: weights are k x n (a second activation as stored), 0: n x k", 0)
+    weights_zp: int = s(272, 8, "zero point of the weights, subtracted from every weight", 0)
 
 
 @instruction_format(Opcode.REQUANT)
@@ -200,6 +205,7 @@ class Requant(Instruction):
     dst_zp: int = s(216, 8, "output zero point", 0)
     clamp_min: int = s(224, 8, "lower bound after the zero point (fused relu)", -128)
     clamp_max: int = s(232, 8, "upper bound after the zero point (fused relu6)", 127)
+    dst_stride: int = u(240, 16, "bytes from one output pixel to the next (0: channels)", 0)
 
 
 @instruction_format(Opcode.ADD)
@@ -219,6 +225,26 @@ class Add(Instruction):
     clamp_max: int = s(224, 8, "upper bound after the zero point", 127)
     scale_a: float = f32(256, "multiplier of a: float32(s_a / s_y)")
     scale_b: float = f32(288, "multiplier of b: float32(s_b / s_y)")
+
+
+@instruction_format(Opcode.MUL)
+@dataclass(frozen=True, kw_only=True)
+class Mul(Instruction):
+    """int8 a * int8 b rescaled to the output scale (QLinearMul); b may be one row broadcast."""
+
+    opcode: Opcode = opcode_field(Opcode.MUL)
+    src_a: int = u(64, 32, "SRAM address of int8 input a, pixels x channels")
+    src_b: int = u(96, 32, "SRAM address of int8 input b, pixels x channels (or 1 x channels)")
+    dst: int = u(128, 32, "SRAM address of the int8 output, pixels x channels")
+    pixels: int = u(160, 32, "rows")
+    channels: int = u(192, 16, "elements per row (innermost)")
+    broadcast_b: int = u(208, 1, "1: b is one row of channels, used for every pixel", 0)
+    zp_a: int = s(216, 8, "zero point of a", 0)
+    zp_b: int = s(224, 8, "zero point of b", 0)
+    dst_zp: int = s(232, 8, "output zero point", 0)
+    clamp_min: int = s(240, 8, "lower bound after the zero point", -128)
+    clamp_max: int = s(248, 8, "upper bound after the zero point", 127)
+    scale: float = f32(256, "multiplier float32(s_a * s_b / s_y)")
 
 
 @instruction_format(Opcode.CLIP)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vpuc.sim.bitfield import BitField
-from vpuc.sim.errors import AsmError, IsaError, VpuError
-from vpuc.sim.isa import (
+from vpuc.targets.isa.bitfield import BitField
+from vpuc.targets.isa.errors import AsmError, IsaError, VpuError
+from vpuc.targets.isa.formats import (
     FORMATS,
     HEADER_BITS,
     OPCODE_OF_MNEMONIC,
@@ -32,7 +32,7 @@ from vpuc.sim.isa import (
     Instruction,
     token_ids,
 )
-from vpuc.sim.program import MAGIC, Program
+from vpuc.targets.isa.program import MAGIC, Program
 
 TOKEN_FIELDS = ("wait", "signal")
 

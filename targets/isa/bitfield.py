@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from vpuc.sim.errors import IsaError
+from vpuc.targets.isa.errors import IsaError
 
 
 @dataclass(frozen=True)
