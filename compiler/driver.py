@@ -5,15 +5,17 @@
     quantize   VPU targets: calibrate and insert Q/DQ around the VPU's ops  compiler/quantize
                (a QDQ model keeps its parameters; its Q/DQ are cleaned up)
     partition  VPU targets: which op runs where, subgraphs, boundaries      compiler/partition
-    host       relax.build(llvm) of the host graph                          compiler/build
-    package    manifest + host library + report -> Artifact                 runtime/artifact
+    lower      VPU subgraphs -> int8 instruction streams + weight blobs     compiler/lower
+               (a layer the code generator refuses goes back to the CPU, its
+               refusal the reason: the partition is redone without it)
+    host       RunCodegen (VPU calls become external calls), then
+               relax.build(llvm) of the host graph                          compiler/build
+    package    manifest + host library + VPU programs + report -> Artifact  runtime/artifact
 
 Each stage's wall time, and each graph pass's, is recorded in the report, with the fusion
 audit (report["fusion"]), the layout decision (report["layout"]) and, for VPU targets,
-the partition report (report["partition"]).
-
-VPU lowering (composites -> instruction streams) is not built yet: for a VPU target the
-artifact runs the whole graph on the host, and says so in report["execution"].
+the partition report (report["partition"]) and the code generator's estimate
+(report["vpu"]: cycles, MAC utilisation, DRAM bytes, SRAM peak per subgraph and layer).
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ import onnx
 import tvm
 
 from vpuc.compiler.build import build_host_library
+from vpuc.compiler.errors import CompileError
 from vpuc.compiler.frontend import ImportedModel, import_model
+from vpuc.compiler.lower import (
+    REFERENCE_ENTRY,
+    REFERENCE_PREFIX,
+    LowerError,
+    VpuProgram,
+    join_host,
+    lower_partitioned,
+)
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
@@ -38,10 +49,10 @@ from vpuc.runtime.artifact import Artifact
 from vpuc.targets import Target, resolve_target
 
 VPUC_VERSION = "0.1.0"
-EMULATION_NOTE = (
-    "VPU lowering is not built yet: this artifact runs every op on the host CPU, the VPU's "
-    "ops in int8 QDQ semantics; the partition report shows where each op would run"
+FLOAT_PARTITION_NOTE = (
+    "not quantised: the partition shows where each op would run once quantised; every op runs on the host CPU"
 )
+MAX_LOWERING_ROUNDS = 64  # each round sends at least one refused layer back to the CPU
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class CompileOptions:
     calib_method: str = DEFAULT_METHOD  # minmax, percentile or entropy
     percentile: float = DEFAULT_PERCENTILE
     quantize: bool = True  # VPU targets: quantise (False: partition the float model as is)
+    reference: bool = True  # int8 artifacts: also build the QDQ reference `vpuc run --check` uses
 
 
 @dataclass
@@ -70,6 +82,7 @@ class Prepared:
     optimized: OptimizeResult | None = None
     quantized: QuantizeResult | None = None
     partition: PartitionResult | None = None
+    programs: list[VpuProgram] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -93,21 +106,58 @@ def prepare_model(
     if target.has_vpu and options.quantize:
         start = time.perf_counter()
         prepared.quantized = quantize_for_compile(
-            prepared.mod, target, imported.onnx_model, provenance, imported.inputs,
-            calib_path=options.calib, calib_synthetic=options.calib_synthetic,
-            method=options.calib_method, percentile=options.percentile,
-            profitability=options.profitability, min_subgraph_ops=options.min_subgraph_ops,
-        )  # fmt: skip
+            prepared.mod,
+            target,
+            imported.onnx_model,
+            provenance,
+            imported.inputs,
+            calib_path=options.calib,
+            calib_synthetic=options.calib_synthetic,
+            method=options.calib_method,
+            percentile=options.percentile,
+            profitability=options.profitability,
+            min_subgraph_ops=options.min_subgraph_ops,
+        )
         prepared.mod, provenance = prepared.quantized.mod, prepared.quantized.provenance
         prepared.timings["quantize_s"] = time.perf_counter() - start
     if target.has_vpu:
+        _partition_and_lower(prepared, options, provenance)
+    return prepared
+
+
+def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance) -> None:
+    """Partition; then (for a quantised module) lower every VPU subgraph. A layer the code
+    generator refuses is kept on the CPU with its refusal as the reason, and the partition
+    is redone: the report always describes what the artifact runs."""
+    target, onnx_model = prepared.target, prepared.imported.onnx_model
+    refused: dict[str, str] = {}
+    prepared.timings["partition_s"] = prepared.timings["lower_s"] = 0.0
+    for _ in range(MAX_LOWERING_ROUNDS):
         start = time.perf_counter()
         prepared.partition = partition_for_vpu(
-            prepared.mod, target, imported.onnx_model, provenance,
-            min_subgraph_ops=options.min_subgraph_ops, profitability=options.profitability,
-        )  # fmt: skip
-        prepared.timings["partition_s"] = time.perf_counter() - start
-    return prepared
+            prepared.mod,
+            target,
+            onnx_model,
+            provenance,
+            min_subgraph_ops=options.min_subgraph_ops,
+            profitability=options.profitability,
+            blocked=refused,
+        )
+        prepared.timings["partition_s"] += time.perf_counter() - start
+        if prepared.quantized is None:
+            return
+        start = time.perf_counter()
+        try:
+            prepared.programs = lower_partitioned(prepared.partition.mod, target, provenance)
+            return
+        except LowerError as exc:
+            if not exc.members or all(m in refused for m in exc.members):
+                raise CompileError(f"VPU lowering failed: {exc}") from None
+            reason = f"the VPU code generator cannot lower it: {exc}"
+            refused.update(dict.fromkeys(exc.members, reason))
+        finally:
+            prepared.timings["lower_s"] += time.perf_counter() - start
+    raise CompileError("VPU lowering: too many layers refused by the code generator")
 
 
 def compile_model(
@@ -122,16 +172,24 @@ def compile_model(
     options = options or CompileOptions(**choices)
     if input_shapes:
         options = replace(options, input_shapes=dict(input_shapes))
-    return build_artifact(model, prepare_model(model, target, options))
+    return build_artifact(model, prepare_model(model, target, options), reference=options.reference)
 
 
-def build_artifact(model: str | Path | onnx.ModelProto, prepared: Prepared) -> Artifact:
-    """The host build and the packaging of a prepared model."""
+def build_artifact(
+    model: str | Path | onnx.ModelProto, prepared: Prepared, reference: bool = True
+) -> Artifact:
+    """The host build and the packaging of a prepared model; `reference` adds the QDQ
+    reference of the VPU subgraphs to the host library (for `vpuc run --check`)."""
     imported = prepared.imported
     start = time.perf_counter()
-    host_library = build_host_library(prepared.mod, prepared.target.host.llvm, imported.name)
+    host_mod = prepared.mod
+    reference = reference and bool(prepared.programs)
+    if prepared.programs:
+        host_mod = join_host(prepared.partition.mod, prepared.programs, reference=reference)
+    host_library = build_host_library(host_mod, prepared.target.host.llvm, imported.name)
     prepared.timings["host_build_s"] = time.perf_counter() - start
     report = _report(prepared)
+    members = {"host.so": host_library, "report.json": json.dumps(report, indent=2).encode()}
     manifest = {
         "vpuc_version": VPUC_VERSION,
         "target": prepared.target.to_json(),
@@ -139,12 +197,33 @@ def build_artifact(model: str | Path | onnx.ModelProto, prepared: Prepared) -> A
         "inputs": [spec.to_json() for spec in imported.inputs],
         "outputs": [spec.to_json() for spec in imported.outputs],
         "host": {"library": "host.so", "entry": "main"},
-        "vpu_programs": [],
+        "vpu_programs": [_program_entry(p, members) for p in prepared.programs],
     }
     if prepared.quantized is not None:
         manifest["numerics"] = "int8"  # outputs carry int8 quantisation error (vpuc run --check)
-    members = {"host.so": host_library, "report.json": json.dumps(report, indent=2).encode()}
+    if reference:
+        functions = [f"{REFERENCE_PREFIX}{p.index}" for p in prepared.programs]
+        manifest["reference"] = {"entry": REFERENCE_ENTRY, "subgraphs": functions}
     return Artifact(manifest=manifest, members=members)
+
+
+def _program_entry(program: VpuProgram, members: dict[str, bytes]) -> dict[str, Any]:
+    """The manifest's record of one VPU program; its binary and blob become members."""
+    stem = f"vpu/sg{program.index}"
+    members[f"{stem}.bin"] = program.program.to_bytes()
+    members[f"{stem}.weights"] = program.blob
+    return {
+        "subgraph": program.index,
+        "symbol": program.symbol,
+        "program": f"{stem}.bin",
+        "weights": f"{stem}.weights",
+        "instructions": len(program.program),
+        "dram_bytes": program.dram_bytes,
+        "inputs": [b.to_json() for b in program.inputs],
+        "outputs": [b.to_json() for b in program.outputs],
+        "layers": [{k: layer[k] for k in ("id", "name", "op", "nodes")} for layer in program.layers],
+        "dram_map": program.dram_map,
+    }
 
 
 def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:
@@ -185,6 +264,36 @@ def _report(prepared: Prepared) -> dict[str, Any]:
         "accuracy": prepared.quantized.accuracy if prepared.quantized else None,
         "quantization": prepared.quantized.to_json() if prepared.quantized else None,
         "warnings": prepared.warnings,
-        "execution": EMULATION_NOTE if partition is not None else None,
+        "execution": _execution_note(prepared),
+        "vpu": _vpu_report(prepared) if prepared.programs else None,
         "timings_s": {k: round(v, 4) for k, v in prepared.timings.items()},
     }
+
+
+def _execution_note(prepared: Prepared) -> str | None:
+    if prepared.partition is None:
+        return None
+    if prepared.quantized is None:
+        return FLOAT_PARTITION_NOTE
+    count = len(prepared.programs)
+    return f"{count} VPU subgraph(s) run as VPU programs (simulated by `vpuc run`); the rest on the host CPU"
+
+
+def _vpu_report(prepared: Prepared) -> dict[str, Any]:
+    """The code generator's compile-time estimate (docs/metrics.md), per subgraph and layer."""
+    subgraphs = [
+        {"id": p.index, "symbol": p.symbol, "instructions": len(p.program), **p.estimate}
+        for p in prepared.programs
+    ]
+    layers = [{"subgraph": p.index, **layer} for p in prepared.programs for layer in p.layers]
+    total = {
+        "cycles": sum(s["cycles"] for s in subgraphs),
+        "macs": sum(s["macs"] for s in subgraphs),
+        "dram_read_bytes": sum(s["dram_read_bytes"] for s in subgraphs),
+        "dram_write_bytes": sum(s["dram_write_bytes"] for s in subgraphs),
+        "weight_bytes": sum(s["weight_bytes"] for s in subgraphs),
+        "sram_peak_bytes": max((s["sram_peak_bytes"] for s in subgraphs), default=0),
+    }
+    hw = prepared.target.hardware
+    total["mac_utilization"] = total["macs"] / max(1, total["cycles"] * hw.mac_rows * hw.mac_cols)
+    return {"total": total, "subgraphs": subgraphs, "layers": layers}

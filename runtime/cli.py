@@ -5,30 +5,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 import numpy as np
 
-from vpuc.runtime.check import compare, reference_outputs
-from vpuc.runtime.inputs import load_npz, random_inputs, save_npz
+from vpuc.runtime.check import check_run
+from vpuc.runtime.inputs import InputError, load_npz, random_inputs, save_npz
 
-# --check's default tolerance on rel err: float artifacts must match onnxruntime to float
-# rounding; int8 artifacts carry quantisation error (docs/metrics.md).
-DEFAULT_TOLERANCE = {"float32": 1e-4, "int8": 0.1}
 EXIT_CHECK_FAILED = 1
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a .vpub artifact on the TVM VM (and the VPU simulator)")
+    p = sub.add_parser(
+        "run", help="run a .vpub artifact: host graph on the TVM VM, VPU calls on the simulator"
+    )
     p.add_argument("artifact", help=".vpub file")
     p.add_argument("--inputs", help=".npz with one array per input name (default: seeded random)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     p.add_argument("--outputs", help="write the outputs to this .npz")
-    p.add_argument("--check", metavar="MODEL", help="compare with onnxruntime on this ONNX model")
+    p.add_argument(
+        "--check", metavar="MODEL", help="compare with onnxruntime on this ONNX model (docs/metrics.md)"
+    )
     p.add_argument(
         "--tolerance",
         type=float,
         default=None,
-        help="largest relative error --check accepts (default 1e-4, or 0.1 for int8 artifacts)",
+        help="float artifacts: largest relative error --check accepts (default 1e-4); int8 artifacts: "
+        "largest difference in LSB from the QDQ reference (default 1)",
+    )
+    p.add_argument(
+        "--trace", metavar="OUT.json", help="write one timeline (host, link, VPU units) for Perfetto"
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(handler=run_command)
@@ -49,38 +55,43 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def run_command(args) -> int:
     from vpuc.runtime import load
     from vpuc.runtime.report import print_run_report
+    from vpuc.runtime.trace import write_run_trace
 
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
     executable = load(args.artifact)
     if args.inputs:
         inputs, source = load_npz(args.inputs), args.inputs
     else:
         inputs, source = random_inputs(executable.inputs, args.seed), f"random (seed {args.seed})"
+    _refuse_nonfinite(inputs, source)
+    executable.keep_traces(bool(args.trace))
+    executable.record_outputs(bool(args.check))
     outputs = executable.run(inputs, source=args.inputs)
+    stats = executable.last_run
     if args.outputs:
         save_npz(args.outputs, outputs)
-    check = None
-    if args.check:
-        errors = compare(outputs, reference_outputs(args.check, inputs), args.check)
-        numerics = executable.artifact.manifest.get("numerics", "float32")
-        tolerance = args.tolerance if args.tolerance is not None else DEFAULT_TOLERANCE[numerics]
-        check = {
-            "model": args.check,
-            "numerics": numerics,
-            "tolerance": tolerance,
-            "outputs": [e.to_json() for e in errors],
-            "passed": all(e.rel_err <= tolerance for e in errors),
-        }
+    if args.trace:
+        write_run_trace(stats, args.trace)
+    check = check_run(executable, inputs, outputs, args.check, args.tolerance) if args.check else None
     result = {
-        "artifact": args.artifact,
-        "inputs": source,
         "outputs": [_summary(name, array) for name, array in outputs.items()],
         "check": check,
+        **stats.to_json(),
     }
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(_json_safe(result), indent=2, allow_nan=False))
     else:
-        print_run_report(executable, result)
+        print_run_report(executable, result, source, stats)
     return EXIT_CHECK_FAILED if check and not check["passed"] else 0
+
+
+def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
+    for name, array in inputs.items():
+        if np.asarray(array).dtype.kind == "f":
+            bad = int(np.count_nonzero(~np.isfinite(array)))
+            if bad:
+                raise InputError(f"{source}: input '{name}' has {bad} NaN or infinite value(s)")
 
 
 def _summary(name: str, array: np.ndarray) -> dict:
@@ -90,4 +101,22 @@ def _summary(name: str, array: np.ndarray) -> dict:
         if finite.size
         else {}
     )
-    return {"name": name, "shape": list(array.shape), "dtype": array.dtype.name, **stats}
+    nonfinite = int(array.size - finite.size)
+    return {
+        "name": name,
+        "shape": list(array.shape),
+        "dtype": array.dtype.name,
+        **stats,
+        "nonfinite": nonfinite,
+    }
+
+
+def _json_safe(value):
+    """NaN and infinities as null: JSON has no numbers for them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value

@@ -1,12 +1,16 @@
-"""The executor: runs a loaded .vpub artifact.
+"""The executor: runs a loaded .vpub artifact, host graph on TVM's VM, VPU calls on the
+simulator.
 
-The host graph runs on TVM's Relax VM from the artifact's host library. (VPU subgraphs, once
-the partitioner produces them, are packed functions the VM calls into the simulator.)
+Loading checks the manifest (manifest.py), registers one packed function per VPU program
+(vpu.py) before the VM is created (the VM resolves `call_dps_packed` symbols then), and
+instruments the VM so every host op's wall time is measured. `run(inputs)` returns the
+outputs by graph name; `last_run` then holds what the run cost (stats.py, docs/metrics.md).
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,9 @@ from tvm import relax
 
 from vpuc.runtime.artifact import Artifact, ArtifactError
 from vpuc.runtime.inputs import check_inputs
+from vpuc.runtime.manifest import check_manifest
+from vpuc.runtime.stats import HostOp, RunStats, run_stats
+from vpuc.runtime.vpu import CallRecord, VpuCall
 
 HOST_LIBRARY = "host.so"
 
@@ -26,16 +33,30 @@ class Executable:
     def __init__(self, artifact: Artifact, source: str = "<artifact>") -> None:
         self.artifact = artifact
         self.source = source
+        self.target = check_manifest(artifact.manifest, artifact.members, source)
+        self._calls: list[CallRecord] = []
+        self._host_ops: list[HostOp] = []
+        self.vpu_calls = [
+            VpuCall(entry, artifact.members, self.target, source, self._calls)
+            for entry in artifact.manifest.get("vpu_programs", [])
+        ]
+        self.last_run: RunStats | None = None
         self._workdir = tempfile.TemporaryDirectory(prefix="vpuc-run-")
         library = Path(self._workdir.name) / HOST_LIBRARY
         if HOST_LIBRARY not in artifact.members:
             raise ArtifactError(f"{source}: no host library '{HOST_LIBRARY}' in the artifact")
         library.write_bytes(artifact.members[HOST_LIBRARY])
+        import tvm_ffi
+
+        for call in self.vpu_calls:
+            tvm_ffi.register_global_func(call.symbol, call, override=True)
         try:
             module = tvm.runtime.load_module(str(library))
+            self._vm = relax.VirtualMachine(module, tvm.cpu())
         except Exception as exc:  # TVM raises its own error types
-            raise ArtifactError(f"{source}: host library does not load: {exc}") from None
-        self._vm = relax.VirtualMachine(module, tvm.cpu())
+            raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
+        self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+        self._open: dict[str, float] = {}
 
     @classmethod
     def load(cls, path: str | Path) -> Executable:
@@ -49,21 +70,80 @@ class Executable:
     def outputs(self) -> list[dict[str, Any]]:
         return self.artifact.outputs
 
+    def keep_traces(self, keep: bool = True) -> None:
+        """Keep every VPU call's full simulation result (for `--trace`)."""
+        for call in self.vpu_calls:
+            call.keep_results = keep
+
+    def record_outputs(self, keep: bool = True) -> None:
+        """Keep every VPU call's int8 outputs (for `--check`)."""
+        for call in self.vpu_calls:
+            call.keep_outputs = keep
+
+    @property
+    def has_reference(self) -> bool:
+        return "reference" in self.artifact.manifest
+
+    def reference_run(self, inputs: dict[str, np.ndarray]) -> tuple[dict[int, list[np.ndarray]], dict]:
+        """The QDQ reference on the host (the artifact's reference entry: the same graph, each
+        VPU subgraph evaluated in float QDQ semantics by TVM), from the same model inputs:
+        ({subgraph: its int8 outputs}, {model output name: value})."""
+        spec = self.artifact.manifest["reference"]
+        functions = {name: k for k, name in enumerate(spec["subgraphs"])}
+        captured: dict[int, list[np.ndarray]] = {}
+
+        def capture(func, symbol: str, before: bool, ret, *args) -> int:
+            if not before and symbol in functions:
+                captured[functions[symbol]] = [a.copy() for a in _flatten(ret)]
+            return 0
+
+        import tvm_ffi
+
+        arrays = check_inputs(self.inputs, inputs, self.source)
+        self._vm.set_instrument(tvm_ffi.convert(capture))
+        try:
+            result = _flatten(
+                self._vm[spec["entry"]](*[tvm.runtime.tensor(arrays[s["name"]]) for s in self.inputs])
+            )
+        finally:
+            self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+        return captured, dict(zip([s["name"] for s in self.outputs], result, strict=True))
+
     def run(self, inputs: dict[str, np.ndarray], source: str | None = None) -> dict[str, np.ndarray]:
         """Run once; inputs are checked against the manifest (names, shapes, dtypes) and an
         error names `source` (where the inputs came from) or else the artifact."""
         arrays = check_inputs(self.inputs, inputs, source or self.source)
         args = [tvm.runtime.tensor(arrays[spec["name"]]) for spec in self.inputs]
+        self._calls.clear()
+        self._host_ops = []
+        started = time.perf_counter()
         result = _flatten(self._vm["main"](*args))
+        wall = time.perf_counter() - started
         names = [spec["name"] for spec in self.outputs]
         if len(result) != len(names):
             raise ArtifactError(
                 f"{self.source}: host graph returned {len(result)} outputs, manifest lists {len(names)}"
             )
+        self.last_run = run_stats(
+            self.target, self.vpu_calls, list(self._calls), self._host_ops, started, wall
+        )
         return dict(zip(names, result, strict=True))
+
+    def _instrument(self, func, symbol: str, before: bool, ret, *args) -> int:
+        now = time.perf_counter()
+        if before:
+            self._open[symbol] = now
+        elif symbol in self._open:
+            self._host_ops.append(HostOp(symbol, self._open.pop(symbol), now))
+        return 0
 
 
 def _flatten(value) -> list[np.ndarray]:
     if isinstance(value, tvm.runtime.Tensor):
         return [value.numpy()]
     return [array for item in value for array in _flatten(item)]
+
+
+def _first(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -1,44 +1,148 @@
-"""Human-readable reports printed by the CLI (rich tables); JSON output bypasses this."""
+"""What `vpuc run` prints (rich tables); `--json` prints the same figures as JSON instead.
+
+Tables never cut a number: every column folds rather than truncates, and when stdout is
+not a terminal the width is wide enough for any row (docs/metrics.md defines each figure).
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+WIDE = 200  # columns when stdout is a file or a pipe
+
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    width = None if sys.stdout.isatty() else WIDE
+    return Console(highlight=False, soft_wrap=True, width=width)
 
 
-def print_run_report(executable, result: dict[str, Any]) -> None:
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(
+            column,
+            overflow="fold",
+            justify="left" if column in ("name", "layer", "output", "op") else "right",
+        )
+    return table
+
+
+def print_run_report(executable, result: dict[str, Any], source: str, stats) -> None:
     console = _console()
-    console.print(f"[bold]{result['artifact']}[/]  inputs: {result['inputs']}")
-    table = Table(title="Outputs", title_justify="left")
-    for column in ("name", "shape", "dtype", "min", "max", "mean"):
-        table.add_column(column)
+    console.print(f"[bold]{executable.source}[/]  inputs: {source}")
+    table = _table("Outputs", "name", "shape", "dtype", "min", "max", "mean")
     for out in result["outputs"]:
-        stats = [f"{out[k]:.6g}" if k in out else "-" for k in ("min", "max", "mean")]
-        table.add_row(out["name"], "x".join(map(str, out["shape"])), out["dtype"], *stats)
+        values = [f"{out[k]:.6g}" if k in out else "-" for k in ("min", "max", "mean")]
+        table.add_row(out["name"], "x".join(map(str, out["shape"])), out["dtype"], *values)
     console.print(table)
-    check = result["check"]
-    if check is None:
-        return
-    table = Table(title=f"Check against onnxruntime ({check['model']})", title_justify="left")
-    for column in ("output", "max abs err", "rel err", "SQNR dB", ""):
-        table.add_column(column)
-    for out in check["outputs"]:
-        ok = out["rel_err"] <= check["tolerance"]
+    for out in result["outputs"]:
+        if out.get("nonfinite"):
+            console.print(
+                f"[yellow]warning[/]: output '{out['name']}' has {out['nonfinite']} NaN or infinite value(s)"
+            )
+    if stats is not None and stats.calls:
+        _print_cost(console, executable, result, stats)
+    elif stats is not None:
+        console.print(f"host: {stats.host_ms:.3f} ms (no VPU subgraph)")
+    if result["check"] is not None:
+        _print_check(console, result["check"])
+
+
+def _print_cost(console: Console, executable, result: dict[str, Any], stats) -> None:
+    clock = executable.target.hardware.clock_mhz
+    table = _table(
+        f"VPU subgraphs ({executable.target.name}, {clock} MHz)",
+        "id",
+        "cycles",
+        "us",
+        "DRAM read B",
+        "DRAM written B",
+        "SRAM peak B",
+        "MAC util",
+    )
+    for sg in result["subgraphs"]:
+        table.add_row(
+            str(sg["id"]),
+            f"{sg['cycles']}",
+            f"{sg['cycles'] / clock:.2f}",
+            f"{sg['dram_read_bytes']}",
+            f"{sg['dram_write_bytes']}",
+            f"{sg['sram_peak_bytes']}",
+            f"{sg['mac_utilization']:.1%}",
+        )
+    console.print(table)
+    table = _table(
+        "VPU layers (cycles: first to last instruction of the layer)", "sg", "layer", "op", "cycles", "MACs"
+    )
+    for layer in result["layers"]:
+        table.add_row(
+            str(layer["subgraph"]), layer["name"], layer["op"], f"{layer['cycles']}", f"{layer['macs']}"
+        )
+    console.print(table)
+    cycles, transfer = result["cycles"], result["transfer_bytes"]
+    console.print(
+        f"host <-> VPU: {transfer['to_vpu']} B to the VPU, {transfer['from_vpu']} B back, "
+        f"{cycles['link']} link cycles"
+    )
+    console.print(
+        f"total: {cycles['total']} cycles = VPU {cycles['vpu']} + link {cycles['link']} "
+        f"({cycles['total'] / clock:.2f} us at {clock} MHz); host {result['host_ms']:.3f} ms"
+    )
+
+
+def _print_check(console: Console, check: dict[str, Any]) -> None:
+    part = check["float"]
+    table = _table(
+        f"Check against {part['reference']} ({check['model']})",
+        "output",
+        "max abs err",
+        "rel err",
+        "SQNR dB",
+        "floor dB",
+        "",
+    )
+    for out in part["outputs"]:
+        sqnr = "exact" if out["sqnr_db"] is None else f"{out['sqnr_db']:.1f}"
+        floor = out.get("sqnr_floor_db")
         table.add_row(
             out["name"],
             f"{out['max_abs_err']:.3g}",
             f"{out['rel_err']:.3g}",
-            "exact" if out["sqnr_db"] is None else f"{out['sqnr_db']:.1f}",
-            "[green]ok[/]" if ok else "[red]FAIL[/]",
+            sqnr,
+            "-" if floor is None else f"{floor:.1f}",
+            _verdict(out["passed"]),
         )
     console.print(table)
-    verdict = "[green]PASS[/]" if check["passed"] else "[red]FAIL[/]"
-    console.print(
-        f"check: {verdict} ({check['numerics']} artifact; tolerance: rel err <= {check['tolerance']:g})"
+    qdq = check.get("qdq")
+    if qdq is not None:
+        table = _table(
+            f"Check against the {qdq['reference']}", "subgraph", "output", "elements", "max LSB", "exact", ""
+        )
+        for out in qdq["outputs"]:
+            table.add_row(
+                str(out["subgraph"]),
+                out["output"],
+                str(out["elements"]),
+                str(out["max_lsb"]),
+                f"{out['exact_share']:.2%}",
+                _verdict(out["passed"]),
+            )
+        console.print(table)
+    elif check["numerics"] == "int8":
+        console.print("QDQ check: the artifact has no QDQ reference (compiled with --no-reference)")
+    rule = (
+        "rel err <= " + str(part.get("tolerance_rel_err"))
+        if check["numerics"] != "int8"
+        else (f"SQNR >= floor; max LSB <= {qdq['tolerance_lsb']}" if qdq else "SQNR >= floor")
     )
+    console.print(
+        f"check: {_verdict(check['passed'], 'PASS', 'FAIL')} ({check['numerics']} artifact; {rule})"
+    )
+
+
+def _verdict(ok: bool, yes: str = "ok", no: str = "FAIL") -> str:
+    return f"[green]{yes}[/]" if ok else f"[red]{no}[/]"

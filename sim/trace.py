@@ -60,27 +60,16 @@ def to_chrome_trace(result: SimResult) -> dict[str, Any]:
 
 
 def _flows(result: SimResult, us_per_cycle: float) -> list[dict[str, Any]]:
-    """A flow arrow per token hand-off, from the signalling slice to the waiting one."""
+    """A flow arrow per token hand-off, from the signalling slice to the waiting one. Each
+    end sits in the middle of its slice: at a slice's edge a viewer may bind it to the
+    neighbour that ends or starts at the same time."""
     flows = []
-    for flow_id, (producer, consumer, token) in enumerate(result.timeline.edges, start=1):
-        common = {"name": f"token {token}", "cat": "token", "pid": PROCESS_ID, "id": flow_id}
-        flows.append(
-            {
-                **common,
-                "ph": "s",
-                "tid": UNIT_TRACKS[result.plans[producer].unit],
-                "ts": result.timeline.start[producer] * us_per_cycle,
-            }
-        )
-        flows.append(
-            {
-                **common,
-                "ph": "f",
-                "bp": "e",
-                "tid": UNIT_TRACKS[result.plans[consumer].unit],
-                "ts": result.timeline.start[consumer] * us_per_cycle,
-            }
-        )
+    timeline = result.timeline
+    for flow_id, (producer, consumer, token) in enumerate(timeline.edges, start=1):
+        common = {"name": f"token {token}", "cat": "token", "pid": PROCESS_ID, "id": flow_id, "bp": "e"}
+        for phase, pc in (("s", producer), ("f", consumer)):
+            middle = (timeline.start[pc] + timeline.end[pc]) / 2 * us_per_cycle
+            flows.append({**common, "ph": phase, "tid": UNIT_TRACKS[result.plans[pc].unit], "ts": middle})
     return flows
 
 

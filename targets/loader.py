@@ -56,6 +56,21 @@ def load_target(name_or_path: str | Path) -> Target:
     return _build(path, merged, chain)
 
 
+def target_from_json(data: Any, where: str) -> Target:
+    """A Target from its JSON form (Target.to_json, as manifests record it), validated like
+    a TOML file; errors name `where` and the key."""
+    if not isinstance(data, dict):
+        raise TargetError(f"{where}: must be an object")
+    meta = {k: data[k] for k in ("name", "kind", "description") if k in data}
+    tables: dict[str, Any] = {"target": meta}
+    for table in ("host", "numerics", "hardware", "ops"):
+        if table in data:
+            if not isinstance(data[table], dict):
+                raise TargetError(f"{where}: {table}: must be an object")
+            tables[table] = data[table]
+    return _build(Path(where), tables, ())
+
+
 def _resolve(ref: str, base: Path | None) -> Path:
     if ref.endswith(".toml") or "/" in ref or "\\" in ref:
         candidate = Path(ref) if base is None or Path(ref).is_absolute() else base / ref

@@ -58,20 +58,27 @@ def partition_for_vpu(
     provenance: dict[str, list[str]],
     min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS,
     profitability: bool = True,
+    blocked: dict[str, str] | None = None,
 ) -> PartitionResult:
-    """Partition `mod` (after the graph passes) for a VPU target."""
+    """Partition `mod` (after the graph passes) for a VPU target. `blocked` names bindings
+    to keep on the CPU whatever the op list says, with the reason (the code generator's
+    refusals: compiler/driver.py)."""
     real = {node.name for node in onnx_model.graph.node}
     # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
     # ONNX node, and the report names them by the tensor they transform.
     provenance = {var: [n for n in nodes if n in real] for var, nodes in provenance.items()}
     mod = duplicate_shared_dequantize(mod)
     graph = build_graph(mod["main"], provenance)
-    raw_mod, raw_annotation = annotate(mod, target)
+    refused = dict(blocked or {})
+    raw_mod, raw_annotation = annotate(mod, target, refused)
     raw = _placement(raw_mod)
-    blocked, verdicts = {}, []
+    unprofitable, verdicts = {}, []
     if profitability:
-        blocked, verdicts = judge(graph, raw, target, min_subgraph_ops)
-    final_mod, annotation = annotate(mod, target, blocked) if blocked else (raw_mod, raw_annotation)
+        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops)
+    if unprofitable:
+        final_mod, annotation = annotate(mod, target, {**refused, **unprofitable})
+    else:
+        final_mod, annotation = raw_mod, raw_annotation
     final = _placement(final_mod)
     report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts)
     return PartitionResult(final_mod, report, final)

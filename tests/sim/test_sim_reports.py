@@ -81,6 +81,16 @@ def test_chrome_trace_has_a_track_per_unit_and_a_slice_per_instruction(result):
     assert conv["ts"] == result.timeline.start[3] / 1000
     flows = [e for e in events if e.get("cat") == "token"]
     assert len(flows) == 2 * len(result.timeline.edges) == 2 * 4
+    # each arrow end lies strictly inside the slice of its own instruction (signaller, waiter)
+    pairs = zip(flows[::2], flows[1::2], strict=True)
+    for (producer, consumer, _), (start, end) in zip(result.timeline.edges, pairs, strict=True):
+        for flow, pc in ((start, producer), (end, consumer)):
+            inside = [
+                e["args"]["pc"]
+                for e in slices
+                if e["tid"] == flow["tid"] and e["ts"] < flow["ts"] < e["ts"] + e["dur"]
+            ]
+            assert inside == [pc]
 
 
 def test_assembly_and_binary_round_trip():

@@ -1,0 +1,119 @@
+"""VPU lowering, the code generator: every `Codegen="vpu"` function of the partitioned
+module becomes an int8 instruction stream with its weight blob, and the host module calls
+it as an external function.
+
+    extract.py    Relax composites -> the VPU op list (ops.py), the only Relax reader
+    residency.py  where each tensor lives: SRAM-resident (cascaded) or DRAM
+    tiling.py     per layer: tiles, loop order, buffers (tile_mac.py, tile_vector.py)
+    estimate.py   cycles of a layer's tiles on the three units (chooses among tilings)
+    memory.py     SRAM/DRAM addresses by lifetime; the weight blob
+    emit.py       tiles -> instructions; sync.py orders them and sets their tokens
+
+    lower_partitioned(mod, target, provenance) -> [VpuProgram]  (LowerError names the layer)
+    join_host(mod, programs) -> the host module: VPU calls become call_dps_packed(symbol);
+        with `reference=True` it also holds REFERENCE_ENTRY, the same graph with every VPU
+        subgraph run on the host in float QDQ semantics (functions REFERENCE_PREFIX<i>),
+        which `vpuc run --check` compares the VPU's int8 outputs with
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import tvm
+from tvm import relax
+
+from vpuc.compiler.lower.emit import Binding, VpuProgram, lower_subgraph
+from vpuc.compiler.lower.errors import LowerError
+from vpuc.compiler.lower.extract import extract_subgraph
+from vpuc.targets import Target
+
+__all__ = ["Binding", "LowerError", "VpuProgram", "join_host", "lower_partitioned", "vpu_functions"]
+
+REFERENCE_ENTRY = "reference"
+REFERENCE_PREFIX = "vpu_reference_sg"
+
+
+def vpu_functions(mod: tvm.IRModule) -> list[tuple[relax.GlobalVar, relax.Function]]:
+    """The VPU functions in the order main calls them."""
+    found = {gv: f for gv, f in mod.functions.items() if _is_vpu(f)}
+    ordered = []
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar) and value.op in found:
+                if value.op not in [gv for gv, _ in ordered]:
+                    ordered.append((value.op, found[value.op]))
+    return ordered
+
+
+def _is_vpu(func) -> bool:
+    return isinstance(func, relax.Function) and func.attrs is not None and func.attrs.get("Codegen") == "vpu"
+
+
+def lower_partitioned(
+    mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]]
+) -> list[VpuProgram]:
+    """One program per VPU function; symbols are unique to the program's content."""
+    programs = []
+    for index, (_, func) in enumerate(vpu_functions(mod)):
+        subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
+        program = lower_subgraph(subgraph, target)
+        digest = hashlib.sha256(program.program.to_bytes() + program.blob).hexdigest()[:12]
+        program.symbol = f"vpuc_{digest}_sg{index}"
+        programs.append(program)
+    return programs
+
+
+def join_host(mod: tvm.IRModule, programs: list[VpuProgram], reference: bool = False) -> tvm.IRModule:
+    """RunCodegen: each VPU call becomes `call_dps_packed(symbol, ...)`; the VPU functions
+    and their constants leave the host module."""
+    _register_codegen()
+    functions = vpu_functions(mod)
+    original_main = mod["main"]
+    for (gv, func), program in zip(functions, programs, strict=True):
+        mod[gv] = func.with_attr("global_symbol", program.symbol)
+    host = relax.transform.RunCodegen()(mod)
+    if host.attrs is not None and "const_name_to_constant" in host.attrs:
+        host = host.without_attr("const_name_to_constant")
+    if reference:
+        host = _with_reference(host, original_main, functions)
+    return host
+
+
+def _with_reference(host: tvm.IRModule, main: relax.Function, functions) -> tvm.IRModule:
+    """Add REFERENCE_ENTRY: main again, each VPU call going to a host copy of its function
+    (composites lifted to plain functions) instead of the VPU."""
+    builder = relax.BlockBuilder(host)
+    copies = {}
+    for index, (gv, func) in enumerate(functions):
+        name = f"{REFERENCE_PREFIX}{index}"
+        copies[gv] = builder.add_func(func.without_attr("Codegen").with_attr("global_symbol", name), name)
+    redirected = _redirect(main, copies).with_attr("global_symbol", REFERENCE_ENTRY)
+    builder.add_func(redirected, REFERENCE_ENTRY)
+    host = relax.transform.LambdaLift()(builder.get())
+    for gv, func in list(host.functions.items()):
+        if isinstance(func, relax.Function) and func.attrs is not None and "Composite" in func.attrs:
+            host[gv] = func.without_attr("Composite").without_attr("vars")
+    return host
+
+
+def _redirect(main: relax.Function, copies: dict) -> relax.Function:
+    @relax.expr_functor.mutator
+    class Redirect(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if isinstance(call.op, relax.GlobalVar) and call.op in copies:
+                return relax.Call(copies[call.op], call.args, call.attrs, call.ty_args)
+            return call
+
+    return Redirect().visit_expr(main)
+
+
+def _register_codegen() -> None:
+    """`relax.ext.vpu`: RunCodegen asks it for runtime modules; the programs travel in the
+    artifact instead, so it returns none."""
+    import tvm_ffi
+
+    if tvm_ffi.get_global_func("relax.ext.vpu", allow_missing=True) is None:
+        tvm_ffi.register_global_func("relax.ext.vpu", lambda functions, options, constant_names: [])

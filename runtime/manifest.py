@@ -1,0 +1,110 @@
+"""The manifest of a .vpub artifact, checked before anything runs (docs/artifact.md).
+
+Artifact.load has already verified the format, the version and every member's sha256;
+this checks what the manifest says against itself and its members: every key the runtime
+reads has the right type, each VPU program's members exist, its instructions decode and
+number what the manifest says, its inputs and outputs lie inside its DRAM image. A
+hand-edited manifest gets one line naming the key, never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vpuc.runtime.artifact import ArtifactError
+from vpuc.sim import DecodeError, Program
+from vpuc.targets import Target, TargetError
+from vpuc.targets.loader import target_from_json
+
+
+def check_manifest(manifest: dict[str, Any], members: dict[str, bytes], source: str) -> Target:
+    """The artifact's target; ArtifactError naming the first key that is wrong."""
+    for key in ("inputs", "outputs"):
+        _tensor_list(manifest.get(key), f"{source}: manifest {key}")
+    try:
+        target = target_from_json(manifest.get("target"), f"{source}: manifest target")
+    except TargetError as exc:
+        raise ArtifactError(str(exc)) from None
+    programs = manifest.get("vpu_programs", [])
+    if not isinstance(programs, list):
+        raise ArtifactError(f"{source}: manifest vpu_programs: must be a list")
+    if programs and target.hardware is None:
+        raise ArtifactError(f"{source}: manifest vpu_programs: the target '{target.name}' has no VPU")
+    symbols = set()
+    for k, entry in enumerate(programs):
+        where = f"{source}: manifest vpu_programs[{k}]"
+        _program(entry, members, where)
+        if entry["symbol"] in symbols:
+            raise ArtifactError(f"{where}.symbol: '{entry['symbol']}' is used twice")
+        symbols.add(entry["symbol"])
+    return target
+
+
+def _program(entry: Any, members: dict[str, bytes], where: str) -> None:
+    if not isinstance(entry, dict):
+        raise ArtifactError(f"{where}: must be an object")
+    for key, kind in (
+        ("subgraph", int),
+        ("symbol", str),
+        ("program", str),
+        ("weights", str),
+        ("dram_bytes", int),
+    ):
+        if not isinstance(entry.get(key), kind) or isinstance(entry.get(key), bool):
+            raise ArtifactError(f"{where}.{key}: missing or not a {kind.__name__}")
+    for key in ("program", "weights"):
+        if entry[key] not in members:
+            raise ArtifactError(f"{where}.{key}: member '{entry[key]}' is not in the artifact")
+    try:
+        program = Program.from_bytes(members[entry["program"]], source=entry["program"])
+    except DecodeError as exc:
+        raise ArtifactError(f"{where}.program: {exc}") from None
+    if entry.get("instructions", len(program)) != len(program):
+        raise ArtifactError(
+            f"{where}.instructions: says {entry['instructions']}, the program has {len(program)}"
+        )
+    blob = len(members[entry["weights"]])
+    if blob > entry["dram_bytes"]:
+        raise ArtifactError(f"{where}.dram_bytes: {entry['dram_bytes']} is smaller than its weights ({blob})")
+    for key in ("inputs", "outputs"):
+        for i, binding in enumerate(_tensor_list(entry.get(key), f"{where}.{key}")):
+            _binding(binding, entry["dram_bytes"], f"{where}.{key}[{i}]")
+    if not isinstance(entry.get("layers", []), list):
+        raise ArtifactError(f"{where}.layers: must be a list")
+
+
+def _binding(binding: dict[str, Any], dram_bytes: int, where: str) -> None:
+    address = binding.get("dram_address")
+    if not isinstance(address, int) or isinstance(address, bool) or address < 0:
+        raise ArtifactError(f"{where}.dram_address: missing or not a non-negative integer")
+    if binding["dtype"] != "int8":
+        raise ArtifactError(f"{where}.dtype: a VPU program reads int8, not {binding['dtype']}")
+    end = address + int(np.prod(binding["shape"], dtype=np.int64))
+    if end > dram_bytes:
+        raise ArtifactError(
+            f"{where}: bytes [{address}, {end}) lie outside the program's DRAM ({dram_bytes})"
+        )
+    if binding.get("layout", "NHWC") not in ("NHWC", "NCHW"):
+        raise ArtifactError(f"{where}.layout: '{binding['layout']}' is not NHWC or NCHW")
+
+
+def _tensor_list(value: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise ArtifactError(f"{where}: must be a list")
+    for i, spec in enumerate(value):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise ArtifactError(f"{where}[{i}].name: missing or not a string")
+        shape = spec.get("shape")
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise ArtifactError(f"{where}[{i}].shape: must be a list of non-negative integers")
+        try:
+            if not isinstance(spec.get("dtype"), str):
+                raise TypeError
+            np.dtype(spec["dtype"])
+        except TypeError:
+            raise ArtifactError(f"{where}[{i}].dtype: {spec.get('dtype')!r} is not a dtype") from None
+    return value
