@@ -16,6 +16,7 @@ VPUC_DEBUG=1 for the traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -70,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="artifact to write (default: MODEL's name with .vpub)")
     _add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the compile report as JSON")
+    p.add_argument(
+        "--emit-asm", metavar="DIR", help="also write each VPU program as assembly (vpuc asm reads it)"
+    )
+    p.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="leave out the QDQ reference `vpuc run --check` compares the VPU with (faster host build)",
+    )
     _add_partition_options(p)
     _add_calibration_options(p)
     p.set_defaults(handler=_compile)
@@ -183,16 +192,45 @@ def _compile(args) -> int:
     options = CompileOptions(
         input_shapes=_input_shapes(args.input_shape), **_partition_options(args), **_calibration_options(args)
     )
-    prepared = prepare_model(args.model, args.target, options)
+    with _progress() as progress:
+        prepared = prepare_model(args.model, args.target, options, progress=progress)
+        artifact = build_artifact(args.model, prepared, reference=not args.no_reference, progress=progress)
     for warning in prepared.warnings:
         print(f"vpuc compile: warning: {warning}", file=sys.stderr)
-    artifact = build_artifact(args.model, prepared)
     artifact.save(output)
+    if args.emit_asm:
+        _emit_asm(prepared, Path(args.emit_asm))
     if args.json:
         print(json.dumps({**artifact.report, "artifact": str(output)}, indent=2))
     else:
         print_compile_report(artifact.report, artifact.manifest, output)
     return 0
+
+
+@contextlib.contextmanager
+def _progress():
+    """A spinner on stderr naming the running compile step and its elapsed time (only on a
+    terminal: piped output stays clean)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda stage: None
+        return
+    with console.status("compiling") as status:
+        yield lambda stage: status.update(f"vpuc compile: {stage} ...")
+
+
+def _emit_asm(prepared, folder: Path) -> None:
+    """<folder>/sg<i>.s per VPU program: assembly `vpuc asm` turns back into the same bytes."""
+    from vpuc.compiler.errors import CompileError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for program in prepared.programs:
+            (folder / f"sg{program.index}.s").write_text(program.assembly())
+    except OSError as exc:
+        raise CompileError(f"--emit-asm {folder}: cannot write: {exc.strerror}") from None
 
 
 def _partition(args) -> int:

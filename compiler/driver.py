@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -90,21 +91,32 @@ class Prepared:
         return list(self.quantized.warnings) if self.quantized else []
 
 
+def _quiet(stage: str) -> None:
+    """The default progress callback: says nothing."""
+
+
 def prepare_model(
-    model: str | Path | onnx.ModelProto, target: str | Path | Target, options: CompileOptions
+    model: str | Path | onnx.ModelProto,
+    target: str | Path | Target,
+    options: CompileOptions,
+    progress: Callable[[str], None] = _quiet,
 ) -> Prepared:
-    """frontend -> passes -> partition (VPU targets): everything but the host build."""
+    """frontend -> passes -> partition (VPU targets): everything but the host build.
+    `progress(stage)` is told as each stage starts (the CLI shows it)."""
     target = resolve_target(target)
     start = time.perf_counter()
+    progress("importing the ONNX model")
     imported = import_model(model, options.input_shapes)
     prepared = Prepared(imported, target, imported.mod, timings={"frontend_s": time.perf_counter() - start})
     provenance = {var: [node] for var, node in imported.var_to_node.items()}
     if options.optimize:
+        progress("graph passes")
         prepared.optimized = optimize_imported(imported, target, options.passes or pass_options(target))
         prepared.mod, provenance = prepared.optimized.mod, prepared.optimized.provenance
         prepared.timings.update({f"pass_{k}_s": v for k, v in prepared.optimized.timings.items()})
     if target.has_vpu and options.quantize:
         start = time.perf_counter()
+        progress("quantising to int8 (calibration)")
         prepared.quantized = quantize_for_compile(
             prepared.mod,
             target,
@@ -121,11 +133,11 @@ def prepare_model(
         prepared.mod, provenance = prepared.quantized.mod, prepared.quantized.provenance
         prepared.timings["quantize_s"] = time.perf_counter() - start
     if target.has_vpu:
-        _partition_and_lower(prepared, options, provenance)
+        _partition_and_lower(prepared, options, provenance, progress)
     return prepared
 
 
-def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance) -> None:
+def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance, progress) -> None:
     """Partition; then (for a quantised module) lower every VPU subgraph. A layer the code
     generator refuses is kept on the CPU with its refusal as the reason, and the partition
     is redone: the report always describes what the artifact runs."""
@@ -134,6 +146,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
     prepared.timings["partition_s"] = prepared.timings["lower_s"] = 0.0
     for _ in range(MAX_LOWERING_ROUNDS):
         start = time.perf_counter()
+        progress("partitioning for the VPU")
         prepared.partition = partition_for_vpu(
             prepared.mod,
             target,
@@ -147,6 +160,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
         if prepared.quantized is None:
             return
         start = time.perf_counter()
+        progress("lowering VPU subgraphs to instruction streams")
         try:
             prepared.programs = lower_partitioned(prepared.partition.mod, target, provenance)
             return
@@ -176,10 +190,17 @@ def compile_model(
 
 
 def build_artifact(
-    model: str | Path | onnx.ModelProto, prepared: Prepared, reference: bool = True
+    model: str | Path | onnx.ModelProto,
+    prepared: Prepared,
+    reference: bool = True,
+    progress: Callable[[str], None] = _quiet,
 ) -> Artifact:
     """The host build and the packaging of a prepared model; `reference` adds the QDQ
     reference of the VPU subgraphs to the host library (for `vpuc run --check`)."""
+    progress(
+        "building the host graph with LLVM"
+        + (" (and the QDQ reference)" if reference and prepared.programs else "")
+    )
     imported = prepared.imported
     start = time.perf_counter()
     host_mod = prepared.mod

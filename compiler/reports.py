@@ -38,6 +38,8 @@ def print_compile_report(report: dict[str, Any], manifest: dict[str, Any], outpu
     )
     if report.get("partition"):
         console.print(partition_totals_line(report["partition"]))
+    if report.get("vpu"):
+        _print_vpu_estimate(console, report["vpu"], target)
     if report.get("accuracy"):
         from vpuc.compiler.quantize import accuracy_tables
 
@@ -50,6 +52,35 @@ def print_compile_report(report: dict[str, Any], manifest: dict[str, Any], outpu
     passes = sum(v for k, v in timings.items() if k.startswith("pass_"))
     parts = [f"{k.removesuffix('_s')} {v:.2f} s" for k, v in stages.items()] + [f"passes {passes:.2f} s"]
     console.print(f"compile time: {', '.join(parts)}")
+
+
+def _print_vpu_estimate(console: Console, vpu: dict[str, Any], target: dict[str, Any]) -> None:
+    """The code generator's estimate (docs/metrics.md), as Vela prints its summary."""
+    clock = target["hardware"]["clock_mhz"]
+    table = _table(
+        "VPU programs (compile-time estimate)", "subgraph", "instructions", "cycles", "us", "MAC util",
+        "DRAM read B", "DRAM written B", "weights B", "SRAM peak B",
+    )  # fmt: skip
+    for sg in vpu["subgraphs"]:
+        table.add_row(
+            str(sg["id"]), str(sg["instructions"]), str(sg["cycles"]), f"{sg['cycles'] / clock:.2f}",
+            f"{sg['mac_utilization']:.1%}", str(sg["dram_read_bytes"]), str(sg["dram_write_bytes"]),
+            str(sg["weight_bytes"]), str(sg["sram_peak_bytes"]),
+        )  # fmt: skip
+    console.print(table)
+    table = _table("VPU layers (estimate)", "sg", "layer", "op", "cycles", "MACs", "tiling")
+    for layer in vpu["layers"]:
+        tiling = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in layer["tiling"].items())
+        table.add_row(str(layer["subgraph"]), layer["name"], layer["op"], str(layer["estimate_cycles"]),
+                      str(layer["macs"]), tiling)  # fmt: skip
+    console.print(table)
+    total = vpu["total"]
+    console.print(
+        f"VPU estimate: {total['cycles']} cycles ({total['cycles'] / clock:.2f} us at {clock} MHz), "
+        f"MAC utilisation {total['mac_utilization']:.1%}, DRAM {total['dram_read_bytes']} B read + "
+        f"{total['dram_write_bytes']} B written, weights {total['weight_bytes']} B, "
+        f"SRAM peak {total['sram_peak_bytes']} B"
+    )
 
 
 def partition_totals_line(partition: dict[str, Any]) -> str:
