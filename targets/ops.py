@@ -39,8 +39,6 @@ OP_KINDS: dict[str, OpKind] = {
         OpKind("concat", ("Concat",), "vector", "concatenation along one axis"),
         OpKind("sigmoid", ("Sigmoid",), "lut", "sigmoid through the lookup table"),
         OpKind("tanh", ("Tanh",), "lut", "tanh through the lookup table"),
-        OpKind("hard_sigmoid", ("HardSigmoid",), "lut", "hard sigmoid through the lookup table"),
-        OpKind("hard_swish", ("HardSwish",), "lut", "hard swish through the lookup table"),
         OpKind("leaky_relu", ("LeakyRelu",), "lut", "leaky relu through the lookup table"),
         OpKind("gelu", ("Gelu",), "lut", "GELU through the lookup table"),
         OpKind("silu", ("Sigmoid", "Mul"), "lut", "x * sigmoid(x) (a Sigmoid feeding a Mul) as one lookup"),

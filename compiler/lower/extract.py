@@ -476,7 +476,7 @@ def _concat(builder, parsed, args, out, name, nodes) -> None:
     builder.ops.append(ops.Concat(name, nodes, tuple(inputs), out, (y,) * len(inputs), y, axis=-1))
 
 
-LUT_KINDS = ("sigmoid", "tanh", "leaky_relu", "gelu", "silu", "hard_sigmoid", "hard_swish")
+LUT_KINDS = ("sigmoid", "tanh", "leaky_relu", "gelu", "silu")
 
 
 def _lut(builder, parsed, args, out, name, nodes) -> None:

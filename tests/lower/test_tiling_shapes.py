@@ -60,7 +60,7 @@ def test_batch_two(vpu):
     b = Builder(4)
     x = b.conv(b.input("x", (2, 8, 8, 16)), "conv1", 16, relu=True)
     y = b.pool(x, "pool", "max", (2, 2), (2, 2))
-    z = b.dense(b.conv(y, "conv2", 8), "fc", 4) if False else b.conv(y, "conv2", 8)
+    z = b.dense(b.conv(y, "conv2", 8), "fc", 4)
     _, _, outputs, expected = simulate(b.subgraph([z]), vpu)
     _exact(outputs, expected)
 

@@ -1,0 +1,218 @@
+"""Benchmark: how close the emitted VPU programs come to the roofline.
+
+For every VPU layer of every zoo model and target, compiled as `vpuc compile` does and run
+on the simulator: simulated cycles / the roofline bound max(MACs / (rows x cols),
+compulsory DRAM bytes / DRAM bytes per cycle), and DRAM bytes moved / compulsory bytes
+(weights once + the subgraph's inputs + outputs). A model's cycles are its programs'
+total cycles; a layer's are the busy cycles of its busiest unit (layers overlap in a
+pipelined program, so their spans do not add up), its compulsory bytes its own weights
+and, where they cross DRAM, its input and output; a layer without MACs is bounded by its
+vector work too (output elements x window / lanes). Goals: dense conv nets (tinyconvnet, resnet_mini)
+<= 1.25x the bound and <= 1.3x compulsory bytes; depthwise-heavy mobilenet_mini <= 5x.
+
+    python bench/roofline.py [--targets vpu,vpu-plus,u55-256] [--models a,b]
+
+Prints the per-model table and the worst layers with the reason they are far from the
+bound; writes bench/out/roofline.json:
+{"models": {name: {"target", "cycles_over_bound", "dram_over_compulsory", "layers": [...]}}}
+for the `vpu` target, and the same for every target under "by_target".
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from _common import write_json
+from rich.console import Console
+from rich.table import Table
+
+from vpuc.compiler.driver import CompileOptions, prepare_model
+from vpuc.examples import zoo
+from vpuc.sim import Simulator
+
+GOALS = {"tinyconvnet": (1.25, 1.3), "resnet_mini": (1.25, 1.3), "mobilenet_mini": (5.0, None)}
+
+
+def simulate(program, target, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    image = np.zeros(program.dram_bytes, np.uint8)
+    image[: len(program.blob)] = np.frombuffer(program.blob, np.uint8)
+    for b in program.inputs:
+        x = rng.integers(-128, 128, int(np.prod(b.shape))).astype(np.int8)
+        image[b.dram_address : b.dram_address + x.size] = x.view(np.uint8)
+    return Simulator(target).run(program.program, image)
+
+
+def layer_rows(program, stats, hw) -> list[dict]:
+    """Per layer: simulated span, bound, DRAM bytes, and why it is far from the bound."""
+    by_id = {layer.layer: layer for layer in stats.layers}
+    rows = []
+    for layer in program.layers:
+        measured = by_id.get(layer["id"])
+        if measured is None:  # a view (reshape, concat): no instruction
+            continue
+        weights = layer.get("weight_bytes", 0)
+        compulsory = weights + layer["boundary_bytes"]
+        bound = max(layer["macs"] / hw.macs_per_cycle, compulsory / hw.dram_bytes_per_cycle)
+        if not layer["macs"]:  # a vector layer: its own unit's minimum (elements / lanes)
+            bound = max(bound, layer["vector_elements"] / hw.vector_lanes)
+        busy = max(measured.busy_cycles.values())
+        moved = measured.dram_read_bytes + measured.dram_written_bytes
+        rows.append(
+            {
+                "name": layer["name"],
+                "op": layer["op"],
+                "span_cycles": measured.end_cycle - measured.start_cycle,
+                "cycles": busy,
+                "bound": round(max(bound, 1), 1),
+                "cycles_over_bound": round(busy / max(bound, 1), 3),
+                "macs": layer["macs"],
+                "dram_bytes": moved,
+                "compulsory_bytes": compulsory,
+                "why": reason(layer, measured, hw),
+            }
+        )
+    return rows
+
+
+def reason(layer: dict, measured, hw) -> str:
+    """The main cause of a layer's distance from its bound, from its shape and tiling."""
+    shape = layer.get("shape") or {}
+    busy = measured.busy_cycles
+    if layer["macs"] == 0:
+        return f"vector unit ({busy.get('VEC', 0)} busy cycles; no MACs to bound it)"
+    cin, cout, groups = shape.get("cin", 0), shape.get("cout", 0), shape.get("groups", 1)
+    if groups > 1 and cin // groups == 1:
+        used = min(hw.mac_rows, hw.mac_cols)
+        return f"depthwise: one array row per column ({used} of {hw.macs_per_cycle} MACs)"
+    notes = []
+    cin_g = cin // max(groups, 1)
+    if cin_g and cin_g % hw.mac_rows:
+        used = cin_g % hw.mac_rows if cin_g < hw.mac_rows else hw.mac_rows
+        notes.append(
+            f"input channels {cin_g} fill {min(used, cin_g)} of {hw.mac_rows} rows in the last block"
+        )
+    if cout and (cout // max(groups, 1)) % hw.mac_cols:
+        notes.append(f"output channels {cout} not a multiple of {hw.mac_cols} columns")
+    pixels = shape.get("pixels_per_tile", 0)
+    if pixels and pixels < hw.mac_weight_load_cycles:
+        notes.append(f"{pixels} pixels per tile < weight load of {hw.mac_weight_load_cycles} cycles")
+    if busy.get("DMA", 0) > busy.get("MAC", 0):
+        notes.append(f"DMA-bound ({busy.get('DMA', 0)} DMA vs {busy.get('MAC', 0)} MAC cycles)")
+    return "; ".join(notes) or "pipeline fill/drain and layer hand-over"
+
+
+def model_figures(name: str, target_name: str, workdir: Path) -> dict:
+    path = workdir / f"{name}.onnx"
+    zoo.write_zoo(workdir, [name])
+    prepared = prepare_model(path, target_name, CompileOptions(calib_synthetic=8))
+    target, hw = prepared.target, prepared.target.hardware
+    cycles = bound_sum = moved = compulsory = 0
+    layers = []
+    for program in prepared.programs:
+        annotate_layers(program, prepared)
+        stats = simulate(program, target).stats
+        macs = sum(layer["macs"] for layer in program.layers)
+        boundary = sum(int(np.prod(b.shape)) for b in program.inputs + program.outputs)
+        need = program.estimate["weight_bytes"] + boundary
+        cycles += stats.total_cycles
+        bound_sum += max(macs / hw.macs_per_cycle, need / hw.dram_bytes_per_cycle)
+        moved += stats.dram_read_bytes + stats.dram_written_bytes
+        compulsory += need
+        layers += [{"subgraph": program.index, **row} for row in layer_rows(program, stats, hw)]
+    return {
+        "target": target_name,
+        "cycles": cycles,
+        "bound": round(bound_sum, 1),
+        "cycles_over_bound": round(cycles / bound_sum, 3) if bound_sum else None,
+        "dram_bytes": moved,
+        "compulsory_bytes": compulsory,
+        "dram_over_compulsory": round(moved / compulsory, 3) if compulsory else None,
+        "layers": layers,
+    }
+
+
+def annotate_layers(program, prepared) -> None:
+    """Each layer's weight bytes, boundary bytes and MAC shape, from the lowering's plans."""
+    from vpuc.compiler.lower import vpu_functions
+    from vpuc.compiler.lower.extract import extract_subgraph
+    from vpuc.compiler.lower.ops import MAC_OPS
+
+    func = vpu_functions(prepared.partition.mod)[program.index][1]
+    subgraph = extract_subgraph(func, program.symbol, prepared.quantized.provenance, program.index)
+    boundary = set(subgraph.inputs) | set(subgraph.outputs)
+    ops = {op.name: op for op in subgraph.ops}
+    for layer in program.layers:
+        op = ops.get(layer["name"])
+        tensors = (*op.inputs, op.output) if op else ()
+        layer["boundary_bytes"] = sum(subgraph.tensors[t].nbytes for t in tensors if t in boundary)
+        weights = getattr(op, "weights", None)
+        layer["weight_bytes"] = int(weights.size + 8 * weights.shape[0]) if weights is not None else 0
+        layer["vector_elements"] = (
+            subgraph.tensors[op.output].nbytes * (math.prod(op.kernel) if op and op.kind == "pool" else 1)
+            if op
+            else 0
+        )
+        if isinstance(op, MAC_OPS) and weights is not None:
+            x = subgraph.tensors[op.inputs[0]].nhwc
+            y = subgraph.tensors[op.output].nhwc
+            rows = layer["tiling"].get("rows_per_tile", y[1])
+            layer["shape"] = {"cin": x[3], "cout": y[3], "groups": getattr(op, "groups", 1),
+                              "pixels_per_tile": rows * y[2]}  # fmt: skip
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", default="vpu,vpu-plus,u55-256")
+    parser.add_argument("--models", default=",".join(m for m in zoo.MODELS))
+    args = parser.parse_args(argv)
+    console = Console(width=200 if not sys.stdout.isatty() else None)
+    by_target: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for target in args.targets.split(","):
+            for name in args.models.split(","):
+                by_target.setdefault(target, {})[name] = model_figures(name, target, Path(tmp))
+    table = Table(
+        title="Roofline: simulated cycles and DRAM bytes against their bounds", title_justify="left"
+    )
+    for column in (
+        "model",
+        "target",
+        "cycles",
+        "bound",
+        "cycles/bound",
+        "goal",
+        "DRAM B",
+        "compulsory B",
+        "DRAM/compulsory",
+        "goal",
+    ):
+        table.add_column(column, overflow="fold")
+    for target, models in by_target.items():
+        for name, m in models.items():
+            goal = GOALS.get(name, (None, None))
+            table.add_row(name, target, str(m["cycles"]), f"{m['bound']:.0f}", f"{m['cycles_over_bound']}",
+                          "-" if goal[0] is None else f"<= {goal[0]}", str(m["dram_bytes"]),
+                          str(m["compulsory_bytes"]), f"{m['dram_over_compulsory']}",
+                          "-" if goal[1] is None else f"<= {goal[1]}")  # fmt: skip
+    console.print(table)
+    worst = Table(title="Worst layers (vpu)", title_justify="left")
+    for column in ("model", "layer", "op", "cycles", "bound", "cycles/bound", "why"):
+        worst.add_column(column, overflow="fold")
+    rows = [(name, layer) for name, m in by_target.get("vpu", {}).items() for layer in m["layers"]]
+    for name, layer in sorted(rows, key=lambda r: -r[1]["cycles_over_bound"])[:10]:
+        worst.add_row(name, layer["name"], layer["op"], str(layer["cycles"]), f"{layer['bound']:.0f}",
+                      f"{layer['cycles_over_bound']}", layer["why"])  # fmt: skip
+    console.print(worst)
+    figures = {"models": by_target.get("vpu", {}), "by_target": by_target}
+    console.print(f"wrote {write_json('roofline', figures)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

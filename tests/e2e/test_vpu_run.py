@@ -1,0 +1,118 @@
+"""The product's main job as a user meets it: compile an ONNX model for the VPU, save the
+artifact, run it in a fresh process (`vpuc run`, the simulator running every VPU call),
+check it: against the QDQ reference per int8 VPU output (<= 1 LSB, the exact share
+reported) and against the float model by its SQNR floor, with cycles and bytes reported.
+The simulator is never mocked."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from vpuc.compiler import compile_model
+from vpuc.examples import zoo
+from vpuc.examples.graph_builder import GraphBuilder
+
+TARGETS = ("vpu", "vpu-plus")
+RUN_KEYS = {"outputs", "check", "cycles", "subgraphs", "layers", "transfer_bytes", "host_ms"}
+
+
+def _run(vpuc, artifact, model, *extra):
+    ran = vpuc("run", artifact, "--check", model, "--json", *extra)
+    assert ran.returncode in (0, 1), ran.stderr
+    return json.loads(ran.stdout), ran.returncode
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", list(zoo.MODELS))
+def test_zoo_model_runs_on_the_vpu_and_checks(vpuc, zoo_dir, tmp_path, name, target):
+    model = zoo_dir / f"{name}.onnx"
+    artifact = compile_model(model, target=target, calib_synthetic=16).save(tmp_path / f"{name}.vpub")
+    report, code = _run(vpuc, artifact, model)
+    assert set(report) == RUN_KEYS
+    check = report["check"]
+    assert code == 0 and check["passed"], json.dumps(check, indent=1)
+    for out in check["qdq"]["outputs"]:
+        assert out["max_lsb"] <= 1
+        print(f"{name} {target} sg{out['subgraph']} {out['output']}: exact {out['exact_share']:.2%}")
+    cycles = report["cycles"]
+    assert cycles["vpu"] > 0 and cycles["total"] == cycles["vpu"] + cycles["link"]
+    assert sum(s["cycles"] for s in report["subgraphs"]) == cycles["vpu"]
+    assert report["transfer_bytes"]["to_vpu"] > 0 and report["transfer_bytes"]["from_vpu"] > 0
+    assert all(s["dram_read_bytes"] > 0 and 0 < s["mac_utilization"] <= 1 for s in report["subgraphs"])
+    assert {layer["name"] for layer in report["layers"]} <= {n.name for n in onnx.load(model).graph.node}
+
+
+@pytest.mark.parametrize("name", ["tinyconvnet", "resnet_mini", "mobilenet_mini"])
+def test_top1_equals_the_float_model(tmp_path, name):
+    """docs/quantization.md's floors say the classifiers keep their top-1: on 8 seeded
+    inputs the VPU's argmax equals onnxruntime's on the float model."""
+    import onnxruntime as ort
+
+    from vpuc.runtime import load
+
+    model = zoo.build(name)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    executable = load(compile_model(path, target="vpu", calib_synthetic=16).save(tmp_path / "m.vpub"))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    spec = executable.inputs[0]
+    rng = np.random.default_rng(5)
+    for _ in range(8):
+        x = rng.standard_normal(spec["shape"]).astype(np.float32)
+        ours = executable.run({spec["name"]: x})
+        (reference,) = session.run(None, {spec["name"]: x})
+        assert np.argmax(ours[executable.outputs[0]["name"]]) == np.argmax(reference)
+
+
+def _two_in_two_out(batch: int = 1) -> onnx.ModelProto:
+    b = GraphBuilder("two_in_two_out", seed=3)
+    a = b.op("Relu", [b.conv("x1", "a/conv", 3, 8)], "a/relu")
+    c = b.op("Relu", [b.conv("x2", "b/conv", 4, 8)], "b/relu")
+    s = b.op("Add", [a, c], "sum")
+    y1 = b.op("MaxPool", [s], "pool", output="y1", kernel_shape=[2, 2], strides=[2, 2])
+    y2 = b.op("Relu", [b.conv(c, "c/conv", 8, 6)], "c/relu", output="y2")
+    return b.model(
+        {"x1": [batch, 3, 8, 8], "x2": [batch, 4, 8, 8]}, {y1: [batch, 8, 4, 4], y2: [batch, 6, 8, 8]}
+    )
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_two_inputs_two_outputs_and_batch_two(vpuc, tmp_path, batch):
+    path = tmp_path / "m.onnx"
+    onnx.save(_two_in_two_out(batch), path)
+    artifact = compile_model(path, target="vpu", calib_synthetic=16).save(tmp_path / "m.vpub")
+    report, code = _run(vpuc, artifact, path)
+    assert code == 0, json.dumps(report["check"], indent=1)
+    assert [o["name"] for o in report["outputs"]] == ["y1", "y2"]
+    assert report["outputs"][0]["shape"][0] == batch
+    assert report["cycles"]["vpu"] > 0
+
+
+def test_entirely_on_the_vpu(vpuc, tmp_path):
+    """Every compute op on the VPU: the host only quantises in and dequantises out."""
+    b = GraphBuilder("all_vpu", seed=4)
+    y = b.op("Relu", [b.conv("x", "conv1", 3, 16)], "relu1")
+    y = b.op("Relu", [b.conv(y, "conv2", 16, 16)], "relu2")
+    y = b.op("MaxPool", [y], "pool", output="y", kernel_shape=[2, 2], strides=[2, 2])
+    path = tmp_path / "m.onnx"
+    onnx.save(b.model({"x": [1, 3, 12, 12]}, {y: [1, 16, 6, 6]}), path)
+    artifact = compile_model(path, target="vpu", calib_synthetic=16)
+    assert artifact.report["partition"]["totals"]["cpu_ops"] == 0
+    report, code = _run(vpuc, artifact.save(tmp_path / "m.vpub"), path)
+    assert code == 0 and len(report["subgraphs"]) == 1 and len(report["layers"]) == 3
+
+
+def test_entirely_on_the_cpu(vpuc, tmp_path):
+    """A model with nothing the VPU takes: no program, no VPU cycle, still right."""
+    b = GraphBuilder("all_cpu", seed=5)
+    y = b.op("Softmax", [b.op("Exp", ["x"], "exp")], "softmax", output="y", axis=-1)
+    path = tmp_path / "m.onnx"
+    onnx.save(b.model({"x": [2, 10]}, {y: [2, 10]}), path)
+    artifact = compile_model(path, target="vpu")
+    assert artifact.manifest["vpu_programs"] == []
+    report, code = _run(vpuc, artifact.save(tmp_path / "m.vpub"), path)
+    assert code == 0 and report["cycles"] == {"total": 0, "vpu": 0, "link": 0} and report["subgraphs"] == []
