@@ -41,7 +41,10 @@ from vpuc.compiler.lower import (
     VpuProgram,
     join_host,
     lower_partitioned,
+    lower_subgraph,
+    vpu_functions,
 )
+from vpuc.compiler.lower.extract import extract_subgraph
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
@@ -155,6 +158,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
             min_subgraph_ops=options.min_subgraph_ops,
             profitability=options.profitability,
             blocked=refused,
+            vpu_estimate=_estimator(target, provenance) if prepared.quantized is not None else None,
         )
         prepared.timings["partition_s"] += time.perf_counter() - start
         if prepared.quantized is None:
@@ -187,6 +191,23 @@ def compile_model(
     if input_shapes:
         options = replace(options, input_shapes=dict(input_shapes))
     return build_artifact(model, prepare_model(model, target, options), reference=options.reference)
+
+
+def _estimator(target: Target, provenance):
+    """The code generator's estimated cycles of each raw subgraph (for the profitability
+    rule): a subgraph it cannot lower is left to the partitioner's op-by-op model."""
+
+    def estimate(raw: tvm.IRModule) -> dict[int, int]:
+        found = {}
+        for index, (_, func) in enumerate(vpu_functions(raw)):
+            try:
+                subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
+                found[index] = lower_subgraph(subgraph, target).estimate["cycles"]
+            except LowerError:
+                continue
+        return found
+
+    return estimate
 
 
 def build_artifact(

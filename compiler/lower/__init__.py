@@ -28,7 +28,15 @@ from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.extract import extract_subgraph
 from vpuc.targets import Target
 
-__all__ = ["Binding", "LowerError", "VpuProgram", "join_host", "lower_partitioned", "vpu_functions"]
+__all__ = [
+    "Binding",
+    "LowerError",
+    "VpuProgram",
+    "join_host",
+    "lower_partitioned",
+    "lower_subgraph",
+    "vpu_functions",
+]
 
 REFERENCE_ENTRY = "reference"
 REFERENCE_PREFIX = "vpu_reference_sg"

@@ -13,6 +13,7 @@ Steps:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,10 +60,13 @@ def partition_for_vpu(
     min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS,
     profitability: bool = True,
     blocked: dict[str, str] | None = None,
+    vpu_estimate: Callable[[tvm.IRModule], dict[int, int]] | None = None,
 ) -> PartitionResult:
     """Partition `mod` (after the graph passes) for a VPU target. `blocked` names bindings
     to keep on the CPU whatever the op list says, with the reason (the code generator's
-    refusals: compiler/driver.py)."""
+    refusals: compiler/driver.py). `vpu_estimate(raw module)` gives the code generator's
+    estimated cycles per raw subgraph (compile passes it for a quantised module); the
+    profitability rule uses them, and the op-by-op cost model (cost.py) for the others."""
     real = {node.name for node in onnx_model.graph.node}
     # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
     # ONNX node, and the report names them by the tensor they transform.
@@ -74,7 +78,8 @@ def partition_for_vpu(
     raw = _placement(raw_mod)
     unprofitable, verdicts = {}, []
     if profitability:
-        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops)
+        estimated = vpu_estimate(raw_mod) if vpu_estimate is not None else {}
+        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, estimated)
     if unprofitable:
         final_mod, annotation = annotate(mod, target, {**refused, **unprofitable})
     else:

@@ -23,9 +23,13 @@ from vpuc.compiler.partition.placement import (
 from vpuc.targets import Target
 
 
-def judge(graph: Graph, placement, target: Target, min_ops: int) -> tuple[dict[str, str], list[SubgraphCost]]:
+def judge(
+    graph: Graph, placement, target: Target, min_ops: int, estimated: dict[int, int] | None = None
+) -> tuple[dict[str, str], list[SubgraphCost]]:
     """Returns ({binding name: reason} for the ops to keep on the CPU, a verdict per subgraph).
-    `placement` is the raw cut (a partition.Placement)."""
+    `placement` is the raw cut (a partition.Placement); `estimated` the code generator's
+    cycles per raw subgraph where it could lower it (the op-by-op model elsewhere)."""
+    estimated = estimated or {}
     subgraph_of = placement.subgraph_of
     composites = list(placement.composites)
     current = dict(subgraph_of)
@@ -34,37 +38,41 @@ def judge(graph: Graph, placement, target: Target, min_ops: int) -> tuple[dict[s
         count = onnx_op_count(graph, names)
         if count < min_ops:
             reason = f"kept on the CPU: {count} ONNX op(s), below the minimum of {min_ops} for a VPU subgraph"
-            verdicts[subgraph] = _verdict(graph, current, subgraph, composites, target, False, reason)
+            verdicts[subgraph] = _verdict(
+                graph, current, subgraph, composites, target, False, reason, estimated
+            )
             current = {n: s for n, s in current.items() if s != subgraph}
     while True:
-        worst = _most_costly(graph, current, composites, target)
+        worst = _most_costly(graph, current, composites, target, estimated)
         if worst is None:
             break
-        verdict = _verdict(graph, current, worst, composites, target, False, "")
+        verdict = _verdict(graph, current, worst, composites, target, False, "", estimated)
         verdicts[worst] = _with_reason(verdict, False)
         current = {n: s for n, s in current.items() if s != worst}
     for subgraph in subgraph_members(current):
         verdicts[subgraph] = _with_reason(
-            _verdict(graph, current, subgraph, composites, target, True, ""), True
+            _verdict(graph, current, subgraph, composites, target, True, "", estimated), True
         )
     blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if s not in subgraph_members(current)}
     return blocked, [verdicts[s] for s in sorted(verdicts)]
 
 
-def _most_costly(graph, current, composites, target) -> int | None:
+def _most_costly(graph, current, composites, target, estimated) -> int | None:
     """The subgraph whose move to the CPU saves the most time, if any saves time."""
     best, best_saving = None, 0.0
     for subgraph in sorted(subgraph_members(current)):
-        verdict = _verdict(graph, current, subgraph, composites, target, True, "")
+        verdict = _verdict(graph, current, subgraph, composites, target, True, "", estimated)
         saving = verdict.vpu_s + verdict.transfer_s - verdict.cpu_s
         if saving > best_saving:
             best, best_saving = subgraph, saving
     return best
 
 
-def _verdict(graph, current, subgraph, composites, target, keep, reason) -> SubgraphCost:
+def _verdict(graph, current, subgraph, composites, target, keep, reason, estimated) -> SubgraphCost:
     names = subgraph_members(current)[subgraph]
-    cycles = vpu_cycles_of(graph, [c for c in composites if c.subgraph == subgraph], target)
+    cycles = estimated.get(subgraph)
+    if cycles is None:
+        cycles = vpu_cycles_of(graph, [c for c in composites if c.subgraph == subgraph], target)
     without = {n: s for n, s in current.items() if s != subgraph}
     added = transfer_seconds(boundaries(graph, current), target) - transfer_seconds(
         boundaries(graph, without), target
