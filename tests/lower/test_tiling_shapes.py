@@ -133,3 +133,33 @@ def test_fixed_point_requantisation(vpu):
     y = b.dense(b.conv(b.input("x", (1, 6, 6, 16)), "conv", 16), "fc", 10)
     _, _, outputs, expected = simulate(b.subgraph([y]), fixed)
     _exact(outputs, expected)
+
+
+def test_a_window_the_isa_cannot_hold_is_refused_with_the_layer_named(vpu):
+    """Pooling windows are 8-bit fields: a global pool over 300 rows cannot be one
+    instruction, and the refusal names the layer (the driver then keeps it on the CPU)."""
+    from vpuc.compiler.lower.errors import LowerError
+
+    b = Builder(12)
+    y = b.pool(b.input("x", (1, 300, 2, 8)), "gap", "avg", (300, 2), (1, 1))
+    with pytest.raises(LowerError, match="layer 'gap'.*window of 300x2"):
+        simulate(b.subgraph([y]), vpu)
+
+
+def test_transfers_beyond_sixteen_bit_row_counts_are_split(vpu):
+    """A band of 90000 pixels of 3 channels out of 8 does not fit the DMA's 16-bit row
+    count: transfer.band splits it into planes; the simulator gathers exactly the slice."""
+    from vpuc.compiler.lower import transfer
+    from vpuc.compiler.lower.plan import Addr, View
+    from vpuc.sim import End, Simulator
+    from vpuc.targets.isa.formats import Opcode
+
+    tensor = np.random.default_rng(14).integers(-128, 128, (1, 300, 300, 8)).astype(np.int8)
+    view = View("t", 0, tensor.shape, 8)
+    specs = transfer.band(Opcode.LOAD, view, 0, (0, 300), (2, 5), Addr("tile"))
+    program = [spec.build(lambda a: a.offset) for spec in specs]
+    assert len(program) > 1 and all(i.rows * i.planes <= 90000 and i.rows <= 65535 for i in program)
+    big = with_sram(vpu, 1 << 20)
+    result = Simulator(big).run([*program, End()], tensor.reshape(-1).view(np.uint8))
+    got = result.sram[: 300 * 300 * 3].view(np.int8).reshape(1, 300, 300, 3)
+    np.testing.assert_array_equal(got, tensor[..., 2:5])
