@@ -112,14 +112,8 @@ def _stage(array: np.ndarray, spec: dict[str, Any]) -> np.ndarray:
         raise VpuRunError(
             f"VPU input '{spec['name']}' has shape {list(array.shape)}, the program reads {spec['shape']}"
         )
-    if spec.get("layout") == "NCHW":
-        array = np.ascontiguousarray(np.moveaxis(array, -1, 1))
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # in its layout, as the DMA reads it
 
 
 def _unstage(data: np.ndarray, spec: dict[str, Any]) -> np.ndarray:
-    values = data.view(np.int8)
-    if spec.get("layout") == "NCHW":
-        n, h, w, c = spec["shape"]
-        return np.moveaxis(values.reshape(n, c, h, w), 1, -1)
-    return values
+    return data.view(np.int8)

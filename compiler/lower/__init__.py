@@ -23,6 +23,7 @@ import hashlib
 import tvm
 from tvm import relax
 
+from vpuc.compiler.lower.edges import channels_first_inputs, drop_host_transposes, take_channels_first
 from vpuc.compiler.lower.emit import Binding, VpuProgram, lower_subgraph
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.extract import extract_subgraph
@@ -62,10 +63,14 @@ def _is_vpu(func) -> bool:
 def lower_partitioned(
     mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]]
 ) -> list[VpuProgram]:
-    """One program per VPU function; symbols are unique to the program's content."""
+    """One program per VPU function; symbols are unique to the program's content. An input
+    the host quantises right after transposing it NCHW -> NHWC is taken channels-first: the
+    program's DMA does the transpose (edges.py), and join_host drops the host's."""
     programs = []
-    for index, (_, func) in enumerate(vpu_functions(mod)):
+    edges = channels_first_inputs(mod)
+    for index, (gv, func) in enumerate(vpu_functions(mod)):
         subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
+        take_channels_first(subgraph, edges.get(gv, set()))
         program = lower_subgraph(subgraph, target)
         digest = hashlib.sha256(program.program.to_bytes() + program.blob).hexdigest()[:12]
         program.symbol = f"vpuc_{digest}_sg{index}"
@@ -84,6 +89,7 @@ def join_host(mod: tvm.IRModule, programs: list[VpuProgram], reference: bool = F
     host = relax.transform.RunCodegen()(mod)
     if host.attrs is not None and "const_name_to_constant" in host.attrs:
         host = host.without_attr("const_name_to_constant")
+    host = drop_host_transposes(host, {p.symbol: p for p in programs})
     if reference:
         host = _with_reference(host, original_main, functions)
     return host

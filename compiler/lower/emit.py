@@ -182,6 +182,9 @@ def _binding(subgraph, storages, placement: Placement, name: str) -> Binding:
     storage = storages[view.storage]
     if view.offset or storage.home != "dram":
         raise LowerError(f"{subgraph.symbol}: tensor '{name}' is not a whole DRAM tensor")
+    if view.nchw:  # the host hands it over channels-first
+        n, h, w, c = spec.shape
+        return Binding(name, (n, c, h, w), spec.q.scale, spec.q.zero_point, storage.address, "NCHW")
     return Binding(
         name, spec.shape, spec.q.scale, spec.q.zero_point, storage.address, "NCHW" if view.nchw else "NHWC"
     )

@@ -98,7 +98,18 @@ def extract_subgraph(
             else:
                 raise LowerError(f"{symbol}: unexpected binding '{binding.var.name}' in a VPU function")
     outputs = [builder.tensor_of[v] for v in _result_vars(body.body, symbol)]
+    _input_quantisation(builder, inputs)
     return Subgraph(symbol, builder.tensors, builder.ops, inputs, outputs, index, builder.constants)
+
+
+def _input_quantisation(builder: _Builder, inputs: list[str]) -> None:
+    """A subgraph input is quantised as its first reader dequantizes it (the host's quantize)."""
+    pending = set(inputs)
+    for op in builder.ops:
+        for name, q in zip(op.inputs, op.in_q, strict=False):
+            if name in pending:
+                builder.set_q(name, q)
+                pending.discard(name)
 
 
 def _static(expr, where: str) -> tuple[tuple[int, ...], str]:

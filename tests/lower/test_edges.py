@@ -1,0 +1,37 @@
+"""Layout changes at the subgraph's edge by the program's DMA: a model input in NCHW reaches
+the VPU channels-first (the host quantises it as it is, no transpose pass), the program
+gathers each channel's rows into its channels-last tiles, and the result is unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+
+from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
+from vpuc.runtime import load
+
+
+def test_the_input_transpose_moves_from_the_host_into_the_programs_dma(zoo_dir, tmp_path):
+    model = zoo_dir / "tinyconvnet.onnx"
+    prepared = prepare_model(model, "vpu", CompileOptions(calib_synthetic=8))
+    (binding,) = prepared.programs[0].inputs
+    assert binding.layout == "NCHW" and binding.shape == (1, 3, 16, 16)
+    assert binding.scale != 1.0  # the input's own quantisation, not a placeholder
+    loads = [
+        i for i in prepared.programs[0].program.instructions if i.opcode.name == "LOAD" and i.row_bytes == 1
+    ]
+    assert len(loads) >= 3  # one gather per channel
+    artifact = build_artifact(model, prepared)
+    from vpuc.compiler.lower import join_host
+
+    host = join_host(prepared.partition.mod, prepared.programs)
+    ops = [b.value.op.name for block in host["main"].body.blocks for b in block.bindings
+           if isinstance(b.value, tvm.relax.Call) and isinstance(b.value.op, tvm.ir.Op)]  # fmt: skip
+    assert "relax.permute_dims" not in ops[: ops.index("relax.call_dps_packed")]
+    executable = load(artifact.save(tmp_path / "t.vpub"))
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    executable.record_outputs()
+    executable.run({"input": x})
+    (call,) = executable.last_run.calls
+    captured, _ = executable.reference_run({"input": x})
+    np.testing.assert_array_equal(call.outputs[0], captured[0][0])
