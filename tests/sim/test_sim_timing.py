@@ -214,3 +214,20 @@ def test_a_scatter_of_single_bytes_pays_a_cycle_per_byte_in_sram(vpu):
         opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1, rows=256, dram_row_stride=1, sram_row_stride=3
     )
     assert Simulator(vpu).run([scatter, End()]).stats.total_cycles == vpu.hardware.dram_latency_cycles + 256
+
+
+def test_a_program_run_again_gives_the_same_figures_and_fresh_results(vpu):
+    """The static analysis of a program is kept for its next run (it reads no memory): a
+    second run on other data computes on that data and reports the same cycles."""
+    import numpy as np
+
+    from vpuc.sim import Clip, Program
+
+    program = Program(
+        (load(64, signal=1), Clip(src=0, dst=64, count=64, clamp_min=-5, clamp_max=5, wait=1), End())
+    )
+    simulator = Simulator(vpu)
+    first = simulator.run(program, np.full(64, 100, np.int8))
+    second = simulator.run(program, np.full(64, -100, np.int8))
+    assert first.stats == second.stats
+    assert (first.sram[64:128].view(np.int8) == 5).all() and (second.sram[64:128].view(np.int8) == -5).all()
