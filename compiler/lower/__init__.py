@@ -23,7 +23,12 @@ import hashlib
 import tvm
 from tvm import relax
 
-from vpuc.compiler.lower.edges import channels_first_inputs, drop_host_transposes, take_channels_first
+from vpuc.compiler.lower.edges import (
+    channels_first_inputs,
+    cheaper_edge,
+    drop_host_transposes,
+    take_channels_first,
+)
 from vpuc.compiler.lower.emit import Binding, VpuProgram, lower_subgraph
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.extract import extract_subgraph
@@ -64,14 +69,16 @@ def lower_partitioned(
     mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]]
 ) -> list[VpuProgram]:
     """One program per VPU function; symbols are unique to the program's content. An input
-    the host quantises right after transposing it NCHW -> NHWC is taken channels-first: the
-    program's DMA does the transpose (edges.py), and join_host drops the host's."""
+    the host quantises right after transposing it NCHW -> NHWC may be taken channels-first:
+    the program's DMA does the transpose (edges.py) and join_host drops the host's; that is
+    chosen when the VPU's extra time is less than the host transpose it saves."""
     programs = []
     edges = channels_first_inputs(mod)
     for index, (gv, func) in enumerate(vpu_functions(mod)):
         subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
-        take_channels_first(subgraph, edges.get(gv, set()))
         program = lower_subgraph(subgraph, target)
+        if take_channels_first(subgraph, edges.get(gv, set())):
+            program = cheaper_edge(program, lower_subgraph(subgraph, target), target)
         digest = hashlib.sha256(program.program.to_bytes() + program.blob).hexdigest()[:12]
         program.symbol = f"vpuc_{digest}_sg{index}"
         programs.append(program)

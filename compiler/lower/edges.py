@@ -16,6 +16,7 @@ matrix product of two activations reads it whole.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import tvm
@@ -62,18 +63,35 @@ def channels_first_inputs(mod: tvm.IRModule) -> dict[relax.GlobalVar, set[int]]:
     return found
 
 
-def take_channels_first(subgraph: vops.Subgraph, params: set[int]) -> None:
+def take_channels_first(subgraph: vops.Subgraph, params: set[int]) -> bool:
+    """Mark the parameters the program can take channels-first; whether any was."""
     readers = subgraph.consumers()
+    marked = False
     for k in sorted(params):
         name = subgraph.inputs[k]
         spec = subgraph.tensors[name]
-        ok = (
-            len(spec.shape) == 4
-            and readers[name]
-            and all(isinstance(op, READ_BY_BANDS) for op in readers[name])
-        )
-        if ok and name not in subgraph.outputs:
+        banded = bool(readers[name]) and all(isinstance(op, READ_BY_BANDS) for op in readers[name])
+        if len(spec.shape) == 4 and banded and name not in subgraph.outputs:
             subgraph.tensors[name] = replace(spec, host_layout="NCHW")
+            marked = True
+    return marked
+
+
+def cheaper_edge(host_transposes, vpu_transposes, target):
+    """The program to keep: the one taking its inputs channels-first when the VPU time it
+    adds (estimates) is below the host's float32 transposes it saves (the partitioner's host
+    model: op overhead + bytes read and written at the host's bandwidth)."""
+    added_cycles = vpu_transposes.estimate["cycles"] - host_transposes.estimate["cycles"]
+    added_s = added_cycles / (target.hardware.clock_mhz * 1e6)
+    host = target.host
+    saved_s = sum(
+        host.seconds(host.op_overhead_cycles + 8 * math.prod(b.shape) / host.bytes_per_cycle)
+        for b in vpu_transposes.inputs
+        if b.layout == "NCHW"
+    )
+    chosen = vpu_transposes if added_s < saved_s else host_transposes
+    chosen.estimate["input_transpose"] = "by the VPU's DMA" if chosen is vpu_transposes else "on the host"
+    return chosen
 
 
 def drop_host_transposes(host: tvm.IRModule, programs: dict) -> tvm.IRModule:

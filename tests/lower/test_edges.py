@@ -35,3 +35,12 @@ def test_the_input_transpose_moves_from_the_host_into_the_programs_dma(zoo_dir, 
     (call,) = executable.last_run.calls
     captured, _ = executable.reference_run({"input": x})
     np.testing.assert_array_equal(call.outputs[0], captured[0][0])
+
+
+def test_the_transpose_stays_on_the_host_when_the_vpu_would_pay_more(zoo_dir):
+    """MobileNet's stride-2 stem reads 32x32x3: gathering it channel by channel costs the
+    VPU more than the host's transpose of 3 KiB, so the host keeps it (and says so)."""
+    prepared = prepare_model(zoo_dir / "mobilenet_mini.onnx", "vpu", CompileOptions(calib_synthetic=8))
+    program = prepared.programs[0]
+    assert program.estimate["input_transpose"] == "on the host"
+    assert [b.layout for b in program.inputs] == ["NHWC"]
