@@ -4,21 +4,25 @@ output bypasses this module and prints the report dictionaries as they are."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+WIDE = 200  # columns when stdout is a file or a pipe: rows are never cut
+
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else WIDE)
 
 
 def _table(title: str, *columns: str) -> Table:
+    """Columns fold (wrap) rather than truncate: a table never cuts a number."""
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     return table
 
 
