@@ -48,6 +48,8 @@ def print_run_report(executable, result: dict[str, Any], source: str, stats) -> 
         _print_cost(console, executable, result, stats)
     elif stats is not None:
         console.print(f"host: {stats.host_ms:.3f} ms (no VPU subgraph)")
+    if stats is not None and stats.host_ops:
+        _print_host_ops(console, stats)
     if result["check"] is not None:
         _print_check(console, result["check"])
 
@@ -92,6 +94,19 @@ def _print_cost(console: Console, executable, result: dict[str, Any], stats) -> 
         f"total: {cycles['total']} cycles = VPU {cycles['vpu']} + link {cycles['link']} "
         f"({cycles['total'] / clock:.2f} us at {clock} MHz); host {result['host_ms']:.3f} ms"
     )
+
+
+def _print_host_ops(console: Console, stats, top: int = 8) -> None:
+    """The host's most expensive ops of this run (wall time, measured by the VM's hook)."""
+    totals: dict[str, list[float]] = {}
+    for op in stats.host_ops:
+        entry = totals.setdefault(op.name, [0.0, 0])
+        entry[0] += op.ms
+        entry[1] += 1
+    table = _table(f"Host ops (the {top} slowest of {len(totals)})", "name", "calls", "ms")
+    for name, (ms, calls) in sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]:
+        table.add_row(name, str(calls), f"{ms:.4f}")
+    console.print(table)
 
 
 def _print_check(console: Console, check: dict[str, Any]) -> None:
