@@ -116,3 +116,16 @@ def test_entirely_on_the_cpu(vpuc, tmp_path):
     assert artifact.manifest["vpu_programs"] == []
     report, code = _run(vpuc, artifact.save(tmp_path / "m.vpub"), path)
     assert code == 0 and report["cycles"] == {"total": 0, "vpu": 0, "link": 0} and report["subgraphs"] == []
+
+
+def test_an_int8_artifact_with_every_op_on_the_cpu_checks_against_float(vpuc, fixtures_dir, tmp_path):
+    """Profitability keeps this export's only VPU candidates on the CPU: its compile-time
+    SQNR is 200 dB, and --check's floor must not demand more than float rounding gives."""
+    model = fixtures_dir / "exports" / "paddle_style.onnx"
+    name = onnx.load(model).graph.input[0]
+    shape = "x".join(str(d.dim_value or 1) for d in name.type.tensor_type.shape.dim)
+    compiled = vpuc("compile", model, "--target", "vpu", "-o", tmp_path / "p.vpub", "--calib-synthetic", "4",
+                    "--input-shape", f"{name.name}={shape}")  # fmt: skip
+    assert compiled.returncode == 0, compiled.stderr
+    report, code = _run(vpuc, tmp_path / "p.vpub", model)
+    assert code == 0 and report["check"]["passed"] and report["cycles"]["vpu"] == 0
