@@ -61,6 +61,7 @@ class CompileOptions:
     """What the user chose beyond the model and the target."""
 
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    bound_inputs: dict[str, str] = field(default_factory=dict)  # --bind-input NAME=VALUE
     optimize: bool = True  # run the graph passes (compiler/pipeline.py)
     passes: PassOptions | None = None  # their knobs; None: the target's defaults
     min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS  # smaller VPU subgraphs stay on the CPU
@@ -106,7 +107,7 @@ def prepare_model(
     target = resolve_target(target)
     start = time.perf_counter()
     progress("importing the ONNX model")
-    imported = import_model(model, options.input_shapes)
+    imported = import_model(model, options.input_shapes, options.bound_inputs)
     prepared = Prepared(imported, target, imported.mod, timings={"frontend_s": time.perf_counter() - start})
     provenance = {var: [node] for var, node in imported.var_to_node.items()}
     if options.optimize:

@@ -16,8 +16,11 @@ import tvm
 
 from vpuc.compiler import compat
 from vpuc.compiler.errors import FrontendError, last_line
+from vpuc.compiler.frontend.bind import bind_inputs
 from vpuc.compiler.frontend.fold import fold_shape_computations
+from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
 from vpuc.compiler.frontend.load import load_model
+from vpuc.compiler.frontend.names import name_nodes
 from vpuc.compiler.frontend.shapes import TensorSpec, fix_input_shapes, graph_inputs, tensor_specs
 from vpuc.compiler.frontend.support import check_supported
 from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
@@ -35,15 +38,22 @@ class ImportedModel:
     folded_nodes: list[tuple[str, str]] = field(default_factory=list)
     # Relax var name -> ONNX node name: every node's result is bound to a var named after it.
     var_to_node: dict[str, str] = field(default_factory=dict)
+    # integer ops written as standard ops (frontend/integer_ops.py): (node name, op type)
+    decomposed_nodes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def import_model(
     source: str | Path | onnx.ModelProto,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    bound_inputs: dict[str, str] | None = None,
 ) -> ImportedModel:
-    """Load, check, make static, fold shape arithmetic, check support, import into Relax."""
+    """Load, check, bind inputs, make static, name nodes, decompose integer ops, fold shape
+    arithmetic (and constant Ifs), check support, import into Relax."""
     model, name = load_model(source)
-    model = fix_input_shapes(model, name, input_shapes or {})
+    model = bind_inputs(model, name, bound_inputs or {})
+    model = fix_input_shapes(model, name, input_shapes or {})  # a copy from here on
+    name_nodes(model)
+    model, decomposed = decompose_integer_ops(model)
     folded = fold_shape_computations(model, name)
     model = folded.model
     check_supported(model, name)
@@ -51,7 +61,9 @@ def import_model(
     inputs = tensor_specs(model, graph_inputs(model), name)
     outputs = tensor_specs(model, list(model.graph.output), name)
     mod, var_to_node = _relax_import(model, name, inputs)
-    return ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
+    imported = ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
+    imported.decomposed_nodes = decomposed
+    return imported
 
 
 def _relax_import(

@@ -64,6 +64,11 @@ def _norm(perm) -> Perm:
     return None if perm == tuple(range(len(perm))) else perm
 
 
+def _const(array: np.ndarray) -> relax.Expr:
+    """A constant of the array's own dtype (relax.const alone makes float64 float32)."""
+    return relax.const(np.ascontiguousarray(array), str(array.dtype))
+
+
 def _op(expr) -> str:
     return expr.op.name if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) else ""
 
@@ -106,7 +111,7 @@ class _Converter(PyExprMutator):
         array = compat.constant_array(expr)
         if array is not None:
             logical = array if have is None else np.transpose(array, inverse(have))
-            return relax.const(np.ascontiguousarray(logical if want is None else np.transpose(logical, want)))
+            return _const(logical if want is None else np.transpose(logical, want))
         key = (expr, want)
         if key not in self.copies:
             # physical_have -> logical -> physical_want in one permute
@@ -251,7 +256,7 @@ def _binary(conv: _Converter, call: relax.Call):
             args.append(arg)
         elif array is not None and array.ndim <= len(target):
             full = array.reshape((1,) * (len(target) - array.ndim) + array.shape)
-            args.append(relax.const(np.ascontiguousarray(np.transpose(full, target))))
+            args.append(_const(np.transpose(full, target)))
         elif isinstance(arg, relax.Var) and ndim == len(target):
             args.append(conv.physical(arg, target))
         else:
@@ -344,7 +349,7 @@ def _conv2d(conv: _Converter, call: relax.Call):
     weight = call.args[1]
     array = compat.constant_array(weight)
     if array is not None:
-        weight = relax.const(np.ascontiguousarray(np.transpose(array, OIHW_TO_OHWI)))
+        weight = _const(np.transpose(array, OIHW_TO_OHWI))
     else:  # a dequantize of a constant (QDQ models): the QDQ cleanup folds this transpose
         weight = conv.physical(conv.written(weight), OIHW_TO_OHWI)
     new = relax.op.nn.conv2d(
