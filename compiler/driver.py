@@ -2,6 +2,7 @@
 
     frontend   ONNX -> Relax (static shapes, shape arithmetic folded)      compiler/frontend
     passes     fold, fuse, layout: the flat named list PIPELINE             compiler/pipeline
+    decompose  VPU targets: ops the VPU lacks as ops it has (exact or near)  compiler/partition
     quantize   VPU targets: calibrate and insert Q/DQ around the VPU's ops  compiler/quantize
                (a QDQ model keeps its parameters; its Q/DQ are cleaned up)
     partition  VPU targets: which op runs where, subgraphs, boundaries      compiler/partition
@@ -43,6 +44,7 @@ from vpuc.compiler.lower import (
     lower_partitioned,
 )
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
+from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
 from vpuc.compiler.quantize import DEFAULT_METHOD, DEFAULT_PERCENTILE, QuantizeResult, quantize_for_compile
@@ -86,6 +88,7 @@ class Prepared:
     partition: PartitionResult | None = None
     programs: list[VpuProgram] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    decompositions: dict[str, str] = field(default_factory=dict)  # ONNX node -> what it became
 
     @property
     def warnings(self) -> list[str]:
@@ -115,6 +118,12 @@ def prepare_model(
         prepared.optimized = optimize_imported(imported, target, options.passes or pass_options(target))
         prepared.mod, provenance = prepared.optimized.mod, prepared.optimized.provenance
         prepared.timings.update({f"pass_{k}_s": v for k, v in prepared.optimized.timings.items()})
+    if target.has_vpu:
+        start = time.perf_counter()
+        decomposed = decompose_for_vpu(prepared.mod, target, provenance)
+        prepared.mod, provenance = decomposed.mod, decomposed.provenance
+        prepared.decompositions = decomposed.notes
+        prepared.timings["decompose_s"] = time.perf_counter() - start
     if target.has_vpu and options.quantize:
         start = time.perf_counter()
         progress("quantising to int8 (calibration)")
@@ -156,6 +165,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
             min_subgraph_ops=options.min_subgraph_ops,
             profitability=options.profitability,
             blocked=refused,
+            notes=prepared.decompositions,
         )
         prepared.timings["partition_s"] += time.perf_counter() - start
         if prepared.quantized is None:

@@ -59,10 +59,12 @@ def partition_for_vpu(
     min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS,
     profitability: bool = True,
     blocked: dict[str, str] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> PartitionResult:
     """Partition `mod` (after the graph passes) for a VPU target. `blocked` names bindings
     to keep on the CPU whatever the op list says, with the reason (the code generator's
-    refusals: compiler/driver.py)."""
+    refusals: compiler/driver.py); `notes` says, per ONNX node, what an earlier stage made
+    of it (decompose.py), and the report shows it."""
     real = {node.name for node in onnx_model.graph.node}
     # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
     # ONNX node, and the report names them by the tensor they transform.
@@ -80,7 +82,7 @@ def partition_for_vpu(
     else:
         final_mod, annotation = raw_mod, raw_annotation
     final = _placement(final_mod)
-    report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts)
+    report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts, notes or {})
     return PartitionResult(final_mod, report, final)
 
 
