@@ -8,7 +8,7 @@ report's per-node rows, `--check`) need both.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
@@ -18,10 +18,17 @@ from vpuc.compiler import compat
 from vpuc.compiler.errors import FrontendError, last_line
 from vpuc.compiler.frontend.bind import bind_inputs
 from vpuc.compiler.frontend.fold import fold_shape_computations
+from vpuc.compiler.frontend.index_inputs import index_ranges
 from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
 from vpuc.compiler.frontend.load import load_model
 from vpuc.compiler.frontend.names import name_nodes
-from vpuc.compiler.frontend.shapes import TensorSpec, fix_input_shapes, graph_inputs, tensor_specs
+from vpuc.compiler.frontend.shapes import (
+    TensorSpec,
+    fix_input_shapes,
+    graph_inputs,
+    static_shapes,
+    tensor_specs,
+)
 from vpuc.compiler.frontend.support import check_supported
 from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
 
@@ -58,7 +65,11 @@ def import_model(
     model = folded.model
     check_supported(model, name)
     check_qdq_onnx(model)  # before TVM's importer, which fails unclearly on bad Q/DQ parameters
-    inputs = tensor_specs(model, graph_inputs(model), name)
+    ranges = index_ranges(model, static_shapes(model))
+    inputs = [
+        replace(spec, index_range=ranges.get(spec.name))
+        for spec in tensor_specs(model, graph_inputs(model), name)
+    ]
     outputs = tensor_specs(model, list(model.graph.output), name)
     mod, var_to_node = _relax_import(model, name, inputs)
     imported = ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)

@@ -27,9 +27,13 @@ class TensorSpec:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    index_range: int | None = None  # an input of Gather indices: valid in [-n, n) (index_inputs.py)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        found = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        if self.index_range is not None:
+            found["index_range"] = self.index_range
+        return found
 
     @property
     def nbytes(self) -> int:
