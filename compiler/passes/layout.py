@@ -40,13 +40,19 @@ PASS_NAME = "layout"
 
 
 def count_transposes(mod: tvm.IRModule) -> int:
-    """permute_dims of run-time tensors in main (a constant's would fold away)."""
+    """permute_dims of run-time tensors in main (a constant's would fold away, and so does
+    one of a dequantized constant, a QDQ model's weight: quantize/qdq_constants.py)."""
+    bound = relax.analysis.get_var2val(mod["main"])
     count = 0
     for block in mod["main"].body.blocks:
         for binding in block.bindings:
             value = binding.value
             if isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.permute_dims":
-                count += int(isinstance(value.args[0], relax.Var))
+                source = bound.get(value.args[0]) if isinstance(value.args[0], relax.Var) else None
+                weight = getattr(getattr(source, "op", None), "name", "") == "relax.dequantize" and (
+                    isinstance(source.args[0], tvm.ir.expr.Constant)
+                )
+                count += int(isinstance(value.args[0], relax.Var) and not weight)
     return count
 
 

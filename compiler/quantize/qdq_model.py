@@ -22,7 +22,7 @@ from vpuc.compiler.quantize.observe import Observer
 from vpuc.compiler.quantize.ptq import QuantizeResult
 from vpuc.compiler.quantize.qdq_constants import fold_constant_layout
 from vpuc.compiler.quantize.qdq_pairs import fold_qdq_pairs
-from vpuc.compiler.quantize.qdq_params import QDQ_OPS, call_params, validate_qdq
+from vpuc.compiler.quantize.qdq_params import QDQ_OPS, call_params, is_dynamic, validate_qdq
 from vpuc.compiler.quantize.qdq_reference import ReferenceUnavailable, qdq_accuracy
 from vpuc.compiler.quantize.qdq_strip import strip_fake_quant
 from vpuc.compiler.quantize.qdq_uint8 import uint8_to_int8
@@ -31,7 +31,9 @@ from vpuc.compiler.quantize.qdq_uint8 import uint8_to_int8
 def is_qdq_module(mod: tvm.IRModule) -> bool:
     """Whether main has any quantize/dequantize (a QDQ model, not a float one)."""
     view = BindingView.of(mod["main"])
-    return any(view.op(name) in QDQ_OPS for name in view.values)
+    return any(
+        view.op(name) in QDQ_OPS and not is_dynamic(value, view) for name, value in view.values.items()
+    )
 
 
 def clean_qdq(mod: tvm.IRModule, provenance: dict[str, list[str]]) -> tvm.IRModule:
