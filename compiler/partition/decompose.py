@@ -96,6 +96,14 @@ class _Decomposer(PyExprMutator):
 
     def visit_var_binding_(self, binding) -> None:
         value = binding.value
+        affine = self._channel_affine(value) if self.target.supports("conv2d") else None
+        if affine is not None and isinstance(binding.var, relax.DataflowVar):
+            data, scale, shift, nhwc = affine
+            new = self.builder_.emit(
+                self._affine_conv(binding.var, data, scale, shift, nhwc), binding.var.name
+            )
+            self.set_var_remap(binding.var, new)
+            return
         axes = _spatial(value) if isinstance(value, relax.Call) else None
         if axes is None or not isinstance(binding.var, relax.DataflowVar):
             super().visit_var_binding_(binding)
@@ -113,6 +121,63 @@ class _Decomposer(PyExprMutator):
             return
         new = self.builder_.emit(expr, name_hint=binding.var.name)
         self.set_var_remap(binding.var, new)
+
+    def _channel_affine(self, value):
+        """add(multiply(x, a), b) with a, b constants per channel of a 4-D x (a BatchNorm the
+        graph passes could not fold, bn_fold's bn_affine): (x, a, b, nhwc) or None."""
+        if op_name(value) != "relax.add" or not isinstance(value.args[0], relax.Var):
+            return None
+        product, shift = self.bound.get(value.args[0]), compat.constant_array(value.args[1])
+        if op_name(product) != "relax.multiply" or shift is None:
+            return None
+        data, scale = product.args[0], compat.constant_array(product.args[1])
+        shape = compat.tensor_type(data)
+        if scale is None or shape is None or len(shape[0]) != 4 or shape[1] != "float32":
+            return None
+        for nhwc, axis in ((True, 3), (False, 1)):
+            channels = shape[0][axis]
+            per_channel = [1, 1, 1, channels] if nhwc else [1, channels, 1, 1]
+            if all(list(c.shape) in (per_channel, [channels]) for c in (scale, shift)) and channels > 1:
+                return data, scale.reshape(-1), shift.reshape(-1), nhwc
+        return None
+
+    def _affine_conv(self, var, data, scale, shift, nhwc: bool) -> relax.Expr:
+        """x * a + b per channel as a depthwise 1x1 conv with bias (exact in float; int8
+        weights a / s, s = |a| / 127 per channel, as the quantiser would make them)."""
+        channels = scale.size
+        shape = (channels, 1, 1, 1)
+        params = self._input_params(data)
+        if params is None:
+            weight = relax.const(scale.reshape(shape).astype(np.float32), "float32")
+            bias = relax.const(shift.astype(np.float32), "float32")
+        else:
+            w_scale = (np.maximum(np.abs(scale), 1e-12) / np.float32(127)).astype(np.float32)
+            w_q = np.clip(np.rint(scale / w_scale), -127, 127).astype(np.int8).reshape(shape)
+            weight = relax.op.dequantize(
+                relax.const(w_q, "int8"), relax.const(w_scale, "float32"),
+                relax.const(np.zeros(channels, np.int8), "int8"), 0, "float32",
+            )  # fmt: skip
+            b_scale = (np.float32(compat.constant_array(params[0])) * w_scale).astype(np.float32)
+            b_q = np.rint(shift / b_scale).astype(np.int32)
+            bias = relax.op.dequantize(
+                relax.const(b_q, "int32"), relax.const(b_scale, "float32"),
+                relax.const(np.zeros(channels, np.int32), "int32"), 0, "float32",
+            )  # fmt: skip
+        conv = self._emit(
+            relax.op.nn.conv2d(
+                data, weight, groups=channels, data_layout="NHWC" if nhwc else "NCHW",
+                kernel_layout="OHWI" if nhwc else "OIHW",
+            ),
+            f"{var.name}_conv", var,
+        )  # fmt: skip
+        bias_shape = [1, 1, 1, channels] if nhwc else [1, channels, 1, 1]
+        self._note(var, "a per-channel multiply-add (BatchNormalization) as a depthwise 1x1 conv with bias")
+        return relax.op.add(
+            conv,
+            relax.op.reshape(bias, bias_shape)
+            if params is not None
+            else relax.const(shift.reshape(bias_shape).astype(np.float32), "float32"),
+        )
 
     def _note(self, var: relax.Var, text: str) -> None:
         for node in self.provenance.get(var.name, []):

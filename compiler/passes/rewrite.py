@@ -66,6 +66,22 @@ class DataflowView:
     def const(self, expr) -> np.ndarray | None:
         return compat.constant_array(self.value(expr))
 
+    def dequantized_const(self, expr) -> np.ndarray | None:
+        """A constant, or the float value of dequantize(constant) with constant parameters
+        (a QDQ model's quantised BatchNorm statistics)."""
+        found = self.const(expr)
+        value = self.value(expr)
+        if found is not None or _op_name(value) != "relax.dequantize":
+            return found
+        data, scale, zero = (compat.constant_array(a) for a in value.args)
+        if data is None or scale is None or zero is None:
+            return None
+        if scale.size > 1:
+            shape = [1] * data.ndim
+            shape[int(value.attrs.axis) % data.ndim] = -1
+            scale, zero = scale.reshape(shape), zero.reshape(shape)
+        return ((data.astype(np.float32) - zero.astype(np.float32)) * scale).astype(np.float32)
+
     def scalar(self, expr) -> float | None:
         """A constant that holds one value (any shape of size 1), as a float."""
         value = self.const(expr)
@@ -225,15 +241,16 @@ def _extract(pattern, value, view: DataflowView, var2val: dict):
     return pattern(value, view, var2val)
 
 
-_ROOTS: dict[int, frozenset[str] | None] = {}
+_ROOTS: dict[int, tuple[DFPattern, frozenset[str] | None]] = {}
 
 
 def _root_ops(pattern: DFPattern) -> frozenset[str] | None:
-    """The op names a pattern's root call can have, or None when any expression may match."""
-    key = id(pattern)
-    if key not in _ROOTS:
-        _ROOTS[key] = _roots_of(pattern)
-    return _ROOTS[key]
+    """The op names a pattern's root call can have, or None when any expression may match.
+    Memoised by identity; the entry keeps the pattern alive, so an id is never reused."""
+    found = _ROOTS.get(id(pattern))
+    if found is None or found[0] is not pattern:
+        found = _ROOTS[id(pattern)] = (pattern, _roots_of(pattern))
+    return found[1]
 
 
 def _roots_of(pattern: DFPattern) -> frozenset[str] | None:
