@@ -35,7 +35,10 @@ KNOWN_CPU_BY_MODEL = {
     # CPU; on vpu the 25x5 average pool has no decomposition within those limits, and the
     # dense head after it is kept on the CPU the same way.
     "tflite_dscnn": {"vpu": {"Conv", "AveragePool", "Reshape", "MatMul"}, "vpu-plus": {"Conv", "Reshape"}},
-    "tflite_dscnn_int8io": {"vpu": {"Conv", "AveragePool", "Reshape", "MatMul"}, "vpu-plus": {"Conv", "Reshape"}},
+    "tflite_dscnn_int8io": {
+        "vpu": {"Conv", "AveragePool", "Reshape", "MatMul"},
+        "vpu-plus": {"Conv", "Reshape"},
+    },
 }
 
 
