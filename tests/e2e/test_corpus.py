@@ -166,3 +166,27 @@ def test_separately_quantised_batch_norm_runs_on_the_vpu(corpus):
     artifact, _ = _compiled(corpus, "ort_qdq_bn", "vpu-plus")
     (bn,) = [op for op in artifact.report["partition"]["ops"] if op["op"] == "BatchNormalization"]
     assert bn["device"] == "vpu", bn["reason"]
+
+
+def test_an_int8_tensor_that_is_also_a_graph_output(corpus):
+    """The MobileNet where a VPU tensor is also an int8 graph output (TVM's
+    MergeCompositeFunctions crashed on it): one subgraph, the tensor crosses once more."""
+    model = onnx.ModelProto()
+    model.CopyFrom(corpus["tflite_mobilenet"].model)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in inferred.graph.value_info}
+    middle = [n for n in model.graph.node if n.op_type == "QuantizeLinear"][5].output[0]
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info(middle, onnx.TensorProto.INT8, shapes[middle])
+    )
+    prepared = prepare_model(model, "vpu", CompileOptions(calib_synthetic=CALIB))
+    artifact = build_artifact(model, prepared)
+    totals = artifact.report["partition"]["totals"]
+    assert totals["subgraphs"] == 1 and totals["boundaries"] == 3
+    inputs = corpus["tflite_mobilenet"].inputs
+    got = Executable(artifact).run(inputs)[middle]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    want = session.run([middle], inputs)[0]
+    assert got.dtype == np.int8 and np.abs(got.astype(int) - want.astype(int)).max() <= 1
