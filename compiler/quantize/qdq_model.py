@@ -1,6 +1,7 @@
 """QDQ input models: keep their quantisation, clean it up, and measure it.
 
     imported QDQ module  ->  validate -> uint8_to_int8 -> fold_constant_layout -> fold_qdq_pairs
+                             -> requantize_layout_ops
     the ONNX model       ->  accuracy against its reference (qdq_reference.py, onnxruntime;
                              strip_fake_quant(cleaned) on the VM where that cannot be built)
 
@@ -21,6 +22,7 @@ from vpuc.compiler.quantize.data import CalibrationData
 from vpuc.compiler.quantize.observe import Observer
 from vpuc.compiler.quantize.ptq import QuantizeResult
 from vpuc.compiler.quantize.qdq_constants import fold_constant_layout
+from vpuc.compiler.quantize.qdq_layout_ops import requantize_layout_ops
 from vpuc.compiler.quantize.qdq_pairs import fold_qdq_pairs
 from vpuc.compiler.quantize.qdq_params import QDQ_OPS, call_params, is_dynamic, validate_qdq
 from vpuc.compiler.quantize.qdq_reference import ReferenceUnavailable, qdq_accuracy
@@ -42,7 +44,8 @@ def clean_qdq(mod: tvm.IRModule, provenance: dict[str, list[str]]) -> tvm.IRModu
     validate_qdq(mod, provenance)
     mod = uint8_to_int8(mod)  # first: fold_qdq_pairs compares int8 parameters
     mod = fold_constant_layout(mod, provenance)
-    return fold_qdq_pairs(mod)
+    mod = fold_qdq_pairs(mod)
+    return requantize_layout_ops(mod, provenance)  # last: after the pairs are folded
 
 
 def quantize_qdq(
