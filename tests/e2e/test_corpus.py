@@ -30,11 +30,14 @@ KNOWN_CPU = {
     "Softmax",  # no VPU op kind computes it in int8 within 1 LSB (needs exp/reciprocal LUT kinds)
 }
 KNOWN_CPU_BY_MODEL = {
-    # The first conv is 10x4 with padding 4 (the conv limits are kernel <= 7, padding <= 3),
+    # The first conv (and its Relu) is 10x4 with padding 4 (the conv limits: kernel <= 7, padding <= 3),
     # so the input Reshape before it is a lone VPU op the profitability rule keeps on the
     # CPU; on vpu the 25x5 average pool has no decomposition within those limits, and the
     # dense head after it is kept on the CPU the same way.
-    "tflite_dscnn": {"vpu": {"Conv", "AveragePool", "Reshape", "MatMul"}, "vpu-plus": {"Conv", "Reshape"}},
+    "tflite_dscnn": {
+        "vpu": {"Conv", "Relu", "AveragePool", "Reshape", "MatMul"},
+        "vpu-plus": {"Conv", "Relu", "Reshape"},
+    },
     "tflite_dscnn_int8io": {
         "vpu": {"Conv", "AveragePool", "Reshape", "MatMul"},
         "vpu-plus": {"Conv", "Reshape"},
