@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     drawing.add_argument("--svg", metavar="FILE", help="draw the partition as SVG (needs graphviz's dot)")
     drawing.add_argument("--dot", metavar="FILE", help="write the drawing as graphviz DOT source")
     _add_partition_options(p)
+    _add_calibration_options(p)
     p.set_defaults(handler=_partition)
 
     p = sub.add_parser("optimize", help="run the graph passes and print the fusion audit")
@@ -124,6 +125,13 @@ def _add_input_shape(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=D1xD2x...",
         help="fix an input's shape, e.g. input=1x3x224x224 (repeatable)",
+    )
+    parser.add_argument(
+        "--bind-input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="make an input a constant: a number, comma-separated numbers or a .npy (repeatable)",
     )
 
 
@@ -178,6 +186,12 @@ def _partition_options(args) -> dict:
     return {"min_subgraph_ops": args.min_subgraph_ops, "profitability": not args.no_profitability}
 
 
+def _bound_inputs(specs: list[str]) -> dict[str, str]:
+    from vpuc.compiler.frontend import parse_bind_input
+
+    return dict(parse_bind_input(spec) for spec in specs)
+
+
 def _input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     from vpuc.compiler.frontend import parse_input_shape
 
@@ -190,8 +204,9 @@ def _compile(args) -> int:
 
     output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
     options = CompileOptions(
-        input_shapes=_input_shapes(args.input_shape), **_partition_options(args), **_calibration_options(args)
-    )
+        input_shapes=_input_shapes(args.input_shape), bound_inputs=_bound_inputs(args.bind_input),
+        **_partition_options(args), **_calibration_options(args),
+    )  # fmt: skip
     with _progress() as progress:
         prepared = prepare_model(args.model, args.target, options, progress=progress)
         artifact = build_artifact(args.model, prepared, reference=not args.no_reference, progress=progress)
@@ -239,11 +254,15 @@ def _partition(args) -> int:
     from vpuc.compiler.partition.draw import write_drawing
     from vpuc.compiler.reports import print_partition_report
 
-    # The float model partitions as its quantised form will (tests/quantize): no calibration.
+    # The same stages as `vpuc compile` (quantisation included): the report is the partition
+    # of the module that compile builds, computed the same way (tests/e2e/test_corpus.py).
     options = CompileOptions(
-        input_shapes=_input_shapes(args.input_shape), quantize=False, **_partition_options(args)
-    )
+        input_shapes=_input_shapes(args.input_shape), bound_inputs=_bound_inputs(args.bind_input),
+        **_partition_options(args), **_calibration_options(args),
+    )  # fmt: skip
     prepared = prepare_model(args.model, args.target, options)
+    for warning in prepared.warnings:
+        print(f"vpuc partition: warning: {warning}", file=sys.stderr)
     if prepared.partition is None:
         raise CompileError(
             f"target '{prepared.target.name}' has no VPU: nothing to partition (try --target vpu)"
@@ -273,7 +292,7 @@ def _optimize(args) -> int:
             f"--dump-after: unknown pass '{args.dump_after}' (passes: {', '.join(PASS_NAMES)})"
         )
     target = load_target(args.target)
-    imported = import_model(args.model, _input_shapes(args.input_shape))
+    imported = import_model(args.model, _input_shapes(args.input_shape), _bound_inputs(args.bind_input))
     result = optimize_imported(imported, target, dump_after=args.dump_after)
     if args.json:
         dump = {"dump": result.dump} if result.dump is not None else {}

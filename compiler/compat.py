@@ -167,17 +167,3 @@ def structural_hash(obj) -> int:
     import tvm_ffi
 
     return int(tvm_ffi.structural_hash(obj))
-
-
-# Ops TVM 0.27 gives no layout rule (FRelaxInferLayout), so ConvertLayout puts a transpose on
-# each side of them. Both are elementwise on their one tensor input, so relu's rule (unary
-# elementwise: the output keeps the input's layout) is theirs too.
-_LAYOUT_FOLLOWERS = ("relax.nn.leakyrelu", "relax.clip")
-
-
-def register_layout_followers() -> None:
-    """Give leakyrelu and clip the unary-elementwise layout rule (idempotent)."""
-    rule = tvm.ir.Op.get("relax.nn.relu").get_attr("FRelaxInferLayout")
-    for name in _LAYOUT_FOLLOWERS:
-        if tvm.ir.Op.get(name).get_attr("FRelaxInferLayout") is None:
-            tvm.ir.register_op_attr(name, "FRelaxInferLayout", rule)

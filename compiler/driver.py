@@ -2,6 +2,7 @@
 
     frontend   ONNX -> Relax (static shapes, shape arithmetic folded)      compiler/frontend
     passes     fold, fuse, layout: the flat named list PIPELINE             compiler/pipeline
+    decompose  VPU targets: ops the VPU lacks as ops it has (exact or near)  compiler/partition
     quantize   VPU targets: calibrate and insert Q/DQ around the VPU's ops  compiler/quantize
                (a QDQ model keeps its parameters; its Q/DQ are cleaned up)
     partition  VPU targets: which op runs where, subgraphs, boundaries      compiler/partition
@@ -46,6 +47,7 @@ from vpuc.compiler.lower import (
 )
 from vpuc.compiler.lower.extract import extract_subgraph
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
+from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
 from vpuc.compiler.quantize import DEFAULT_METHOD, DEFAULT_PERCENTILE, QuantizeResult, quantize_for_compile
@@ -64,6 +66,7 @@ class CompileOptions:
     """What the user chose beyond the model and the target."""
 
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    bound_inputs: dict[str, str] = field(default_factory=dict)  # --bind-input NAME=VALUE
     optimize: bool = True  # run the graph passes (compiler/pipeline.py)
     passes: PassOptions | None = None  # their knobs; None: the target's defaults
     min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS  # smaller VPU subgraphs stay on the CPU
@@ -88,6 +91,7 @@ class Prepared:
     partition: PartitionResult | None = None
     programs: list[VpuProgram] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    decompositions: dict[str, str] = field(default_factory=dict)  # ONNX node -> what it became
 
     @property
     def warnings(self) -> list[str]:
@@ -109,7 +113,7 @@ def prepare_model(
     target = resolve_target(target)
     start = time.perf_counter()
     progress("importing the ONNX model")
-    imported = import_model(model, options.input_shapes)
+    imported = import_model(model, options.input_shapes, options.bound_inputs)
     prepared = Prepared(imported, target, imported.mod, timings={"frontend_s": time.perf_counter() - start})
     provenance = {var: [node] for var, node in imported.var_to_node.items()}
     if options.optimize:
@@ -117,6 +121,12 @@ def prepare_model(
         prepared.optimized = optimize_imported(imported, target, options.passes or pass_options(target))
         prepared.mod, provenance = prepared.optimized.mod, prepared.optimized.provenance
         prepared.timings.update({f"pass_{k}_s": v for k, v in prepared.optimized.timings.items()})
+    if target.has_vpu:
+        start = time.perf_counter()
+        decomposed = decompose_for_vpu(prepared.mod, target, provenance)
+        prepared.mod, provenance = decomposed.mod, decomposed.provenance
+        prepared.decompositions = decomposed.notes
+        prepared.timings["decompose_s"] = time.perf_counter() - start
     if target.has_vpu and options.quantize:
         start = time.perf_counter()
         progress("quantising to int8 (calibration)")
@@ -159,6 +169,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
             profitability=options.profitability,
             blocked=refused,
             vpu_estimate=_estimator(target, provenance) if prepared.quantized is not None else None,
+            notes=prepared.decompositions,
         )
         prepared.timings["partition_s"] += time.perf_counter() - start
         if prepared.quantized is None:

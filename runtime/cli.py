@@ -6,13 +6,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 import numpy as np
 
 from vpuc.runtime.check import check_run
-from vpuc.runtime.inputs import InputError, load_npz, random_inputs, save_npz
+from vpuc.runtime.inputs import (
+    InputError,
+    check_index_ranges,
+    load_npz,
+    nonfinite_counts,
+    random_inputs,
+    save_npz,
+)
 
 EXIT_CHECK_FAILED = 1
+EXIT_NONFINITE = 1  # an output holds NaN or Inf (and --allow-nonfinite was not given)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +46,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--trace", metavar="OUT.json", help="write one timeline (host, link, VPU units) for Perfetto"
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="exit 0 even when an output has NaN or Inf values (they are reported either way)",
+    )
     p.set_defaults(handler=run_command)
 
     from vpuc.sim import commands as sim_commands
@@ -65,10 +79,17 @@ def run_command(args) -> int:
     else:
         inputs, source = random_inputs(executable.inputs, args.seed), f"random (seed {args.seed})"
     _refuse_nonfinite(inputs, source)
+    check_index_ranges(executable.inputs, inputs, args.inputs or "random inputs")
     executable.keep_traces(bool(args.trace))
     executable.record_outputs(bool(args.check))
     outputs = executable.run(inputs, source=args.inputs)
     stats = executable.last_run
+    nonfinite = nonfinite_counts(outputs)
+    for name, count in nonfinite.items():
+        print(
+            f"vpuc run: warning: output '{name}': {count} of {outputs[name].size} values are NaN or Inf",
+            file=sys.stderr,
+        )
     if args.outputs:
         save_npz(args.outputs, outputs)
     if args.trace:
@@ -78,12 +99,15 @@ def run_command(args) -> int:
         "outputs": [_summary(name, array) for name, array in outputs.items()],
         "check": check,
         **stats.to_json(),
+        "nonfinite": nonfinite,
     }
     if args.json:
         print(json.dumps(_json_safe(result), indent=2, allow_nan=False))
     else:
         print_run_report(executable, result, source, stats)
-    return EXIT_CHECK_FAILED if check and not check["passed"] else 0
+    if check and not check["passed"]:
+        return EXIT_CHECK_FAILED
+    return EXIT_NONFINITE if nonfinite and not args.allow_nonfinite else 0
 
 
 def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:

@@ -1,9 +1,11 @@
 """Model inputs for `vpuc run`: read from .npz and checked against the artifact, or
 generated from a seed.
 
-Random inputs: float tensors are standard normal (numpy's default_rng(seed)), integer
-tensors uniform in [0, 10), bool tensors fair coin flips; inputs are drawn in manifest order
-so the same seed gives the same arrays on every machine.
+Random inputs: float tensors are standard normal (numpy's default_rng(seed)); integer
+tensors that index a table (the manifest's `index_range` n: Gather indices) uniform in
+[0, n), int8 and uint8 tensors (a quantised model's own inputs) over their whole range,
+other integer tensors uniform in [0, 10); bool tensors fair coin flips. Inputs are drawn in
+manifest order so the same seed gives the same arrays on every machine.
 """
 
 from __future__ import annotations
@@ -26,12 +28,48 @@ def random_inputs(specs: list[dict[str, Any]], seed: int = 0) -> dict[str, np.nd
         if dtype.kind == "f":
             arrays[spec["name"]] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            arrays[spec["name"]] = rng.integers(0, 10, size=shape).astype(dtype)
+            low, high = _integer_range(spec, dtype)
+            arrays[spec["name"]] = rng.integers(low, high, size=shape).astype(dtype)
         elif dtype.kind == "b":
             arrays[spec["name"]] = rng.integers(0, 2, size=shape).astype(bool)
         else:
             raise InputError(f"input '{spec['name']}': cannot generate random {dtype.name} data")
     return arrays
+
+
+def _integer_range(spec: dict[str, Any], dtype: np.dtype) -> tuple[int, int]:
+    """[low, high) for random integers of this input."""
+    if spec.get("index_range"):
+        return 0, int(spec["index_range"])
+    if dtype.itemsize == 1:
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max) + 1
+    return 0, 10
+
+
+def check_index_ranges(specs: list[dict[str, Any]], arrays: dict[str, np.ndarray], source: str) -> None:
+    """Indices outside their table ([-n, n)) are refused: compiled code would read past it."""
+    for spec in specs:
+        bound, array = spec.get("index_range"), arrays.get(spec["name"])
+        if not bound or array is None:
+            continue
+        outside = int(np.count_nonzero((array < -bound) | (array >= bound)))
+        if outside:
+            raise InputError(
+                f"{source}: input '{spec['name']}': {outside} of {array.size} values are outside "
+                f"[-{bound}, {bound}), the table they index (largest {int(np.abs(array).max())})"
+            )
+
+
+def nonfinite_counts(outputs: dict[str, np.ndarray]) -> dict[str, int]:
+    """{output name: count of NaN/Inf values} for the outputs that have any."""
+    counts = {}
+    for name, array in outputs.items():
+        if array.dtype.kind in "fc":
+            bad = int(np.count_nonzero(~np.isfinite(array)))
+            if bad:
+                counts[name] = bad
+    return counts
 
 
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:

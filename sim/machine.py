@@ -116,6 +116,7 @@ def window_view(
         )
         padded[i.pad_top : i.pad_top + height, i.pad_left : i.pad_left + width] = x
         x = padded
+    x = np.ascontiguousarray(x)  # a strided view of a view (a channel slice) is not a buffer
     row, pixel = x.strides[:2]
     shape = (*out_hw, i.kernel_h, i.kernel_w, x.shape[2])
     strides = (i.stride_h * row, i.stride_w * pixel, dilation[0] * row, dilation[1] * pixel, 1)

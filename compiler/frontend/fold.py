@@ -11,6 +11,7 @@ pre-pass folds, to a fixpoint:
     op(constants...) -> integer or bool    -> initializer   (shape arithmetic)
     op(constants...) -> attribute-like use -> initializer   (e.g. Resize scales, Pad value)
     Identity(constant)                     -> initializer
+    If(constant condition)                 -> the nodes of the branch it takes (if_inline.py)
 
 It touches nothing else: float compute on weights (batch-norm folding and the like) is left
 to the graph passes, so the audit there sees every fusion.
@@ -26,6 +27,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from vpuc.compiler.errors import FrontendError
+from vpuc.compiler.frontend.if_inline import inline_if
 from vpuc.compiler.frontend.shapes import infer_shapes, static_shapes
 
 # Inputs that carry parameters rather than data: (op_type) -> input positions.
@@ -74,6 +76,13 @@ def _fold_round(model: onnx.ModelProto, name: str) -> list[tuple[str, str]]:
     opsets = list(model.opset_import)
     kept, folded = [], []
     for node in graph.node:
+        if node.op_type == "If" and node.domain in ("", "ai.onnx") and node.input[0] in constants:
+            branch_nodes, branch_constants = inline_if(node, constants[node.input[0]], _names_in(graph))
+            kept.extend(branch_nodes)
+            graph.initializer.extend(branch_constants)
+            constants.update({t.name: t for t in branch_constants})
+            folded.append((node.name or node.output[0], node.op_type))
+            continue
         values = _try_fold(node, constants, shapes, shape_like, elem_types, opsets, name)
         if values is None:
             kept.append(node)
@@ -184,6 +193,13 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
         if vi.type.HasField("tensor_type"):
             types[vi.name] = vi.type.tensor_type.elem_type
     return types
+
+
+def _names_in(graph: onnx.GraphProto) -> set[str]:
+    names = {t.name for t in graph.initializer} | {v.name for v in graph.input}
+    for node in graph.node:
+        names.update([*node.input, *node.output, node.name])
+    return names
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:

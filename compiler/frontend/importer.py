@@ -8,7 +8,7 @@ report's per-node rows, `--check`) need both.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
@@ -16,9 +16,19 @@ import tvm
 
 from vpuc.compiler import compat
 from vpuc.compiler.errors import FrontendError, last_line
+from vpuc.compiler.frontend.bind import bind_inputs
 from vpuc.compiler.frontend.fold import fold_shape_computations
+from vpuc.compiler.frontend.index_inputs import index_ranges
+from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
 from vpuc.compiler.frontend.load import load_model
-from vpuc.compiler.frontend.shapes import TensorSpec, fix_input_shapes, graph_inputs, tensor_specs
+from vpuc.compiler.frontend.names import name_nodes
+from vpuc.compiler.frontend.shapes import (
+    TensorSpec,
+    fix_input_shapes,
+    graph_inputs,
+    static_shapes,
+    tensor_specs,
+)
 from vpuc.compiler.frontend.support import check_supported
 from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
 
@@ -35,23 +45,36 @@ class ImportedModel:
     folded_nodes: list[tuple[str, str]] = field(default_factory=list)
     # Relax var name -> ONNX node name: every node's result is bound to a var named after it.
     var_to_node: dict[str, str] = field(default_factory=dict)
+    # integer ops written as standard ops (frontend/integer_ops.py): (node name, op type)
+    decomposed_nodes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def import_model(
     source: str | Path | onnx.ModelProto,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    bound_inputs: dict[str, str] | None = None,
 ) -> ImportedModel:
-    """Load, check, make static, fold shape arithmetic, check support, import into Relax."""
+    """Load, check, bind inputs, make static, name nodes, decompose integer ops, fold shape
+    arithmetic (and constant Ifs), check support, import into Relax."""
     model, name = load_model(source)
-    model = fix_input_shapes(model, name, input_shapes or {})
+    model = bind_inputs(model, name, bound_inputs or {})
+    model = fix_input_shapes(model, name, input_shapes or {})  # a copy from here on
+    name_nodes(model)
+    model, decomposed = decompose_integer_ops(model)
     folded = fold_shape_computations(model, name)
     model = folded.model
     check_supported(model, name)
     check_qdq_onnx(model)  # before TVM's importer, which fails unclearly on bad Q/DQ parameters
-    inputs = tensor_specs(model, graph_inputs(model), name)
+    ranges = index_ranges(model, static_shapes(model))
+    inputs = [
+        replace(spec, index_range=ranges.get(spec.name))
+        for spec in tensor_specs(model, graph_inputs(model), name)
+    ]
     outputs = tensor_specs(model, list(model.graph.output), name)
     mod, var_to_node = _relax_import(model, name, inputs)
-    return ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
+    imported = ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
+    imported.decomposed_nodes = decomposed
+    return imported
 
 
 def _relax_import(

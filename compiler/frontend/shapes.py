@@ -27,9 +27,13 @@ class TensorSpec:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    index_range: int | None = None  # an input of Gather indices: valid in [-n, n) (index_inputs.py)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        found = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        if self.index_range is not None:
+            found["index_range"] = self.index_range
+        return found
 
     @property
     def nbytes(self) -> int:
@@ -108,11 +112,50 @@ def tensor_specs(model: onnx.ModelProto, values: list[onnx.ValueInfoProto], name
         if not tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in dims):
             raise FrontendError(
                 f"{name}: '{vi.name}' has a dynamic shape ({_describe(vi)}) after fixing the "
-                "inputs; vpuc needs static shapes"
+                f"inputs{_dynamic_origin(model)}; vpuc needs static shapes"
             )
         dtype = helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
         specs.append(TensorSpec(vi.name, tuple(d.dim_value for d in dims), np.dtype(dtype).name))
     return specs
+
+
+def _dynamic_origin(model: onnx.ModelProto) -> str:
+    """Where the first shape known only at run time comes from: the first node (graph order)
+    whose inputs are all static and one of whose outputs is not."""
+    shapes = static_shapes(model)
+    for index, node in enumerate(model.graph.node):
+        if not all(shapes.get(i) is not None for i in node.input if i):
+            continue
+        dynamic = [o for o in node.output if o and shapes.get(o) is None]
+        if dynamic:
+            label = node.name or f"#{index}:{node.output[0]}"
+            return (
+                f": node '{label}' ({node.op_type}) gives '{dynamic[0]}' a shape known only at run time"
+                f"{_if_hint(model, node)}"
+            )
+    return ""
+
+
+def _if_hint(model: onnx.ModelProto, node: onnx.NodeProto) -> str:
+    """For an If: which graph inputs its condition depends on (--bind-input fixes them)."""
+    if node.op_type != "If":
+        return ""
+    producers = {o: n for n in model.graph.node for o in n.output}
+    inputs = {vi.name for vi in model.graph.input}
+    found, stack, seen = [], [node.input[0]], set()
+    while stack:
+        tensor = stack.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        if tensor in inputs:
+            found.append(tensor)
+        elif tensor in producers:
+            stack.extend(i for i in producers[tensor].input if i)
+    if not found:
+        return " (its condition is computed at run time)"
+    names = ", ".join(sorted(found))
+    return f" (its condition depends on input {names}: --bind-input {sorted(found)[0]}=VALUE fixes it)"
 
 
 def _fixed_dims(name: str, vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> tuple[int, ...]:

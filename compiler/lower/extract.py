@@ -65,9 +65,8 @@ class _Builder:
                 if node not in nodes:
                     nodes.append(node)
         core_nodes = self.provenance.get(core.name, []) if core is not None else []
-        name = (
-            core_nodes[0] if core_nodes else (nodes[0] if nodes else (core.name if core else parsed.pattern))
-        )
+        fallback = core.name if core is not None else parsed.pattern  # (bool() of a Relax var raises)
+        name = core_nodes[0] if core_nodes else (nodes[0] if nodes else fallback)
         return name, tuple(nodes) or (name,)
 
 

@@ -61,12 +61,15 @@ def partition_for_vpu(
     profitability: bool = True,
     blocked: dict[str, str] | None = None,
     vpu_estimate: Callable[[tvm.IRModule], dict[int, int]] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> PartitionResult:
     """Partition `mod` (after the graph passes) for a VPU target. `blocked` names bindings
     to keep on the CPU whatever the op list says, with the reason (the code generator's
     refusals: compiler/driver.py). `vpu_estimate(raw module)` gives the code generator's
     estimated cycles per raw subgraph (compile passes it for a quantised module); the
-    profitability rule uses them, and the op-by-op cost model (cost.py) for the others."""
+    profitability rule uses them, and the op-by-op cost model (cost.py) for the others.
+    `notes` says, per ONNX node, what an earlier stage made of it (decompose.py), and the
+    report shows it."""
     real = {node.name for node in onnx_model.graph.node}
     # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
     # ONNX node, and the report names them by the tensor they transform.
@@ -85,7 +88,7 @@ def partition_for_vpu(
     else:
         final_mod, annotation = raw_mod, raw_annotation
     final = _placement(final_mod)
-    report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts)
+    report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts, notes or {})
     return PartitionResult(final_mod, report, final)
 
 

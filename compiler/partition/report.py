@@ -24,11 +24,22 @@ from vpuc.targets import Target
 
 
 def build_report(
-    graph: Graph, onnx_model: onnx.ModelProto, target: Target, raw, final, annotation: Annotation, verdicts
+    graph: Graph,
+    onnx_model: onnx.ModelProto,
+    target: Target,
+    raw,
+    final,
+    annotation: Annotation,
+    verdicts,
+    notes: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """`raw` and `final` are partition.Placement objects."""
+    """`raw` and `final` are partition.Placement objects; `notes` (ONNX node -> text) say
+    what the decomposition made of a node, and end its reason."""
     names = _tensor_names(graph, onnx_model)
     ops = _op_rows(graph, onnx_model, target, final, annotation, verdicts)
+    for row in ops:
+        if row["name"] in (notes or {}):
+            row["reason"] = f"{row['reason']} ({notes[row['name']]})"
     subgraphs = _subgraph_rows(graph, onnx_model, final)
     crossings = [_boundary_row(b, graph, names) for b in boundaries(graph, final.subgraph_of)]
     return {

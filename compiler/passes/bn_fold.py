@@ -57,7 +57,7 @@ class _Parts:
 def _bn_scale_shift(match: Match, parts: _Parts):
     """(a, shift) in float64 with bn(y) = y * a + shift, or the reason they are unknown."""
     view = match.view
-    gamma, beta, mean, var = (view.const(match[p]) for p in parts.stats)
+    gamma, beta, mean, var = (view.dequantized_const(match[p]) for p in parts.stats)
     if any(v is None for v in (gamma, beta, mean, var)):
         return "BatchNorm statistics are not constants"
     attrs = attrs_of(view.value(match[parts.bn]))

@@ -21,6 +21,7 @@ import math
 import tvm
 from tvm import relax
 
+from vpuc.compiler import compat
 from vpuc.compiler.passes.options import PassOptions
 from vpuc.compiler.passes.rewrite import DataflowView, Match, Rule, run_rules
 
@@ -56,10 +57,22 @@ def _elementwise_kind(view: DataflowView, value) -> str | None:
         return None
     if view.scalar(args[1]) is None or str(value.ty) != str(args[0].ty):
         return None
-    types: list[str] = []
-    _tir_node_types(func.body, types)
-    arithmetic = [t for t in types if t in _ARITHMETIC]
-    return {("Max",): "max", ("Min",): "min"}.get(tuple(arithmetic))
+    return _body_kind(func)
+
+
+_KINDS: dict[int, str | None] = {}  # PrimFunc (by structural hash) -> what its body computes
+
+
+def _body_kind(func) -> str | None:
+    """ "max" / "min" when the PrimFunc's only arithmetic is one T.max / T.min (memoised: a
+    QDQ model calls the same PrimFunc at every Clip, and the reflective walk is slow)."""
+    key = compat.structural_hash(func)
+    if key not in _KINDS:
+        types: list[str] = []
+        _tir_node_types(func.body, types)
+        arithmetic = [t for t in types if t in _ARITHMETIC]
+        _KINDS[key] = {("Max",): "max", ("Min",): "min"}.get(tuple(arithmetic))
+    return _KINDS[key]
 
 
 def _find_clip(value, view: DataflowView, var2val: dict):

@@ -6,12 +6,12 @@ faster (the rule below), with the transposes that remain counted.
                                 left only where a layout-sensitive op (reshape, matmul) or
                                 the graph's boundary needs NCHW                       layout
 
-TVM's ConvertLayout does the conversion (conv2d only: listing max_pool2d crashes it, and
-pooling follows the conv anyway, notes/tvm-0.27.md). TVM 0.27 has no layout rule for
-leakyrelu and clip, so ConvertLayout would wrap each in transposes: they get relu's
-(compat.register_layout_followers). Its weight transposes fold in numpy
-in the next pass; its activation transposes meet the exporter's own (a tf2onnx model's
-NHWC->NCHW input transpose) in transpose_cleanup.
+passes/layout_convert.py does the conversion (our own, not TVM's ConvertLayout: see there
+why): an op with a known channels-last form follows its input's layout, quantize and
+dequantize included (a per-channel axis moves along), an exporter's own NHWC <-> NCHW
+transposes are absorbed, and every other op keeps its written layout with transposes only
+at its edges. Weight transposes of constants happen in numpy; the remaining activation
+transposes meet their inverses in transpose_cleanup.
 
 Which layout:
   vpu   NHWC always: the VPU computes convolutions channels-last with OHWI weights.
@@ -26,30 +26,33 @@ adds the transposes left at the end).
 
 from __future__ import annotations
 
-import re
-
 import tvm
 from tvm import relax
 
-from vpuc.compiler import compat
 from vpuc.compiler.passes.audit import Audit
 from vpuc.compiler.passes.fold_constants import fold_constants
+from vpuc.compiler.passes.layout_convert import convert_to_nhwc
 from vpuc.compiler.passes.options import PassOptions
 from vpuc.compiler.passes.rewrite import attrs_of
 from vpuc.compiler.passes.transpose_cleanup import transpose_cleanup
 
 PASS_NAME = "layout"
-DESIRED = {"relax.nn.conv2d": ["NHWC", "OHWI"]}
 
 
 def count_transposes(mod: tvm.IRModule) -> int:
-    """permute_dims of run-time tensors in main (a constant's would fold away)."""
+    """permute_dims of run-time tensors in main (a constant's would fold away, and so does
+    one of a dequantized constant, a QDQ model's weight: quantize/qdq_constants.py)."""
+    bound = relax.analysis.get_var2val(mod["main"])
     count = 0
     for block in mod["main"].body.blocks:
         for binding in block.bindings:
             value = binding.value
             if isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.permute_dims":
-                count += int(isinstance(value.args[0], relax.Var))
+                source = bound.get(value.args[0]) if isinstance(value.args[0], relax.Var) else None
+                weight = getattr(getattr(source, "op", None), "name", "") == "relax.dequantize" and (
+                    isinstance(source.args[0], tvm.ir.expr.Constant)
+                )
+                count += int(isinstance(value.args[0], relax.Var) and not weight)
     return count
 
 
@@ -65,22 +68,8 @@ def _nchw_convs(mod: tvm.IRModule) -> list[relax.Var]:
 
 
 def _converted(mod: tvm.IRModule) -> tvm.IRModule:
-    """ConvertLayout, with the provenance carried over to the names it gives."""
-    audit = Audit.of(mod)
-    compat.register_layout_followers()
-    converted = relax.transform.ConvertLayout(DESIRED)(mod)
-    for block in converted["main"].body.blocks:
-        for binding in block.bindings:
-            name = binding.var.name
-            if name in audit.provenance:
-                continue
-            base = re.sub(r"_\d+$", "", name)
-            op = getattr(getattr(binding.value, "op", None), "name", "")
-            if op in ("relax.permute_dims", "relax.layout_transform") or base not in audit.provenance:
-                audit.insert(name, PASS_NAME)
-            else:
-                audit.provenance[name] = audit.provenance[base]
-    return audit.attach(converted)
+    """conv2d -> NHWC/OHWI and what follows it (passes/layout_convert.py)."""
+    return convert_to_nhwc(mod, PASS_NAME)
 
 
 def _transposes_after_cleanup(mod: tvm.IRModule, options: PassOptions) -> int:

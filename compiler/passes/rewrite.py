@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tvm
 from tvm import relax
+from tvm.relax import dpl
 from tvm.relax.dpl import DFPattern
 
 from vpuc.compiler import compat
@@ -65,6 +66,22 @@ class DataflowView:
     def const(self, expr) -> np.ndarray | None:
         return compat.constant_array(self.value(expr))
 
+    def dequantized_const(self, expr) -> np.ndarray | None:
+        """A constant, or the float value of dequantize(constant) with constant parameters
+        (a QDQ model's quantised BatchNorm statistics)."""
+        found = self.const(expr)
+        value = self.value(expr)
+        if found is not None or _op_name(value) != "relax.dequantize":
+            return found
+        data, scale, zero = (compat.constant_array(a) for a in value.args)
+        if data is None or scale is None or zero is None:
+            return None
+        if scale.size > 1:
+            shape = [1] * data.ndim
+            shape[int(value.attrs.axis) % data.ndim] = -1
+            scale, zero = scale.reshape(shape), zero.reshape(shape)
+        return ((data.astype(np.float32) - zero.astype(np.float32)) * scale).astype(np.float32)
+
     def scalar(self, expr) -> float | None:
         """A constant that holds one value (any shape of size 1), as a float."""
         value = self.const(expr)
@@ -81,7 +98,13 @@ class DataflowView:
         return ", ".join(self.audit.nodes([var.name]))
 
     def qdq_transparent(self) -> dict:
-        """var2val where `dequantize(quantize(x))` reads as x's value (for near misses)."""
+        """var2val where `dequantize(quantize(x))` reads as x's value (for near misses);
+        built once per view (every rule asks for it at every binding of a QDQ model)."""
+        if getattr(self, "_qdq_transparent", None) is None:
+            self._qdq_transparent = self._build_qdq_transparent()
+        return self._qdq_transparent
+
+    def _build_qdq_transparent(self) -> dict:
         view = dict(self.var2val)
         for var, value in self.var2val.items():
             if _op_name(value) != "relax.dequantize":
@@ -211,8 +234,33 @@ def _as_var(view: DataflowView, expr):
 
 def _extract(pattern, value, view: DataflowView, var2val: dict):
     if isinstance(pattern, DFPattern):
+        roots = _root_ops(pattern)
+        if roots is not None and _op_name(value) not in roots:
+            return None  # cheap: dpl's matcher costs ~0.1 ms a call, most bindings are other ops
         return pattern.extract_matched_expr(value, var2val)
     return pattern(value, view, var2val)
+
+
+_ROOTS: dict[int, tuple[DFPattern, frozenset[str] | None]] = {}
+
+
+def _root_ops(pattern: DFPattern) -> frozenset[str] | None:
+    """The op names a pattern's root call can have, or None when any expression may match.
+    Memoised by identity; the entry keeps the pattern alive, so an id is never reused."""
+    found = _ROOTS.get(id(pattern))
+    if found is None or found[0] is not pattern:
+        found = _ROOTS[id(pattern)] = (pattern, _roots_of(pattern))
+    return found[1]
+
+
+def _roots_of(pattern: DFPattern) -> frozenset[str] | None:
+    if isinstance(pattern, dpl.OrPattern):
+        left, right = _roots_of(pattern.left), _roots_of(pattern.right)
+        return None if left is None or right is None else left | right
+    if isinstance(pattern, dpl.CallPattern) and isinstance(pattern.op, dpl.ExprPattern):
+        op = pattern.op.expr
+        return frozenset([op.name]) if isinstance(op, tvm.ir.Op) else None
+    return None
 
 
 def _fused_bindings(view: DataflowView, root, inputs: list) -> list:

@@ -60,7 +60,7 @@ def quantize_for_compile(
         check_qdq_onnx(onnx_model)  # errors in ONNX node names (the driver should call it before import)
         held_out, warnings = _qdq_samples(input_specs, calib_path, calib_synthetic, seed)
         output_names = [o.name for o in onnx_model.graph.output]
-        result = quantize_qdq(mod, provenance, held_out, output_names, target.host.llvm)
+        result = quantize_qdq(mod, provenance, held_out, output_names, target.host.llvm, onnx_model)
         result.warnings.extend(warnings)
         return result
     split = _split(input_specs, calib_path, calib_synthetic, seed)

@@ -10,7 +10,8 @@ The importer writes a Conv's bias as reshape(bias) and a Gemm's weight as permut
 in a QDQ model those read a dequantize of an int constant, which no VPU pattern takes as a
 weight (patterns.py wants dequantize(constant) right at the op). Moving the layout op into
 the int constant (numpy) and the channel axis along with it gives that form; the values are
-the same. A per-axis reshape that splits or merges the channel axis is left alone.
+the same. A per-axis reshape that splits or merges the channel axis is left alone. The
+new binding computes the DequantizeLinear node too: given a provenance map, it learns both.
 """
 
 from __future__ import annotations
@@ -28,11 +29,16 @@ from vpuc.compiler.quantize.bindings import DEQUANTIZE, BindingView, op_name, re
 LAYOUT_OPS = ("relax.reshape", "relax.permute_dims")
 
 
-def fold_constant_layout(mod: tvm.IRModule) -> tvm.IRModule:
-    """reshape/permute_dims of dequantize(constant) -> dequantize(constant reshaped/permuted)."""
-    func = relax.analysis.remove_all_unused(
-        _LayoutFolder(mod, BindingView.of(mod["main"])).visit_expr(mod["main"])
-    )
+def fold_constant_layout(mod: tvm.IRModule, provenance: dict[str, list[str]] | None = None) -> tvm.IRModule:
+    """reshape/permute_dims of dequantize(constant) -> dequantize(constant reshaped/permuted).
+    `provenance` ({var: [ONNX nodes]}), when given, is updated: the folded binding also
+    computes the dequantize's nodes."""
+    folder = _LayoutFolder(mod, BindingView.of(mod["main"]))
+    func = relax.analysis.remove_all_unused(folder.visit_expr(mod["main"]))
+    if provenance is not None:
+        for name, source in folder.folded.items():
+            merged = provenance.get(name, []) + provenance.get(source, [])
+            provenance[name] = list(dict.fromkeys(merged))
     new_mod = mod.clone()
     new_mod.update_func(new_mod.get_global_var("main"), func)
     return new_mod
@@ -79,6 +85,7 @@ class _LayoutFolder(PyExprMutator):
     def __init__(self, mod: tvm.IRModule, view: BindingView) -> None:
         super().__init__(mod)
         self.view = view
+        self.folded: dict[str, str] = {}  # new binding -> the dequantize it took in
 
     def visit_var_binding_(self, binding) -> None:
         value = binding.value
@@ -86,6 +93,7 @@ class _LayoutFolder(PyExprMutator):
         if isinstance(source, relax.Var) and self.view.op(source.name) == DEQUANTIZE:
             moved = _moved(value, self.view.values[source.name])
             if moved is not None:
+                self.folded[binding.var.name] = source.name
                 self.set_var_remap(binding.var, rebind(self.builder_, binding.var, moved))
                 return
         super().visit_var_binding_(binding)

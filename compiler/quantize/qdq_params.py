@@ -46,11 +46,17 @@ def validate_qdq(mod, provenance: dict[str, list[str]]) -> None:
     """Raise QDQError for the first quantize/dequantize whose parameters are unusable."""
     view = BindingView.of(mod["main"])
     for name, value in view.values.items():
-        if view.op(name) in QDQ_OPS:
+        if view.op(name) in QDQ_OPS and not is_dynamic(value, view):
             problem = _problem(value)
             if problem:
                 kind = "QuantizeLinear" if view.op(name) == QUANTIZE else "DequantizeLinear"
                 raise QDQError(f"{kind} node '{node_label(name, provenance)}': {problem}")
+
+
+def is_dynamic(call: relax.Call, view: BindingView) -> bool:
+    """A quantize/dequantize whose scale is computed at run time (DynamicQuantizeLinear):
+    a host computation of a dynamically quantised model, not a parameter of the VPU's."""
+    return isinstance(call.args[1], relax.Var) and view.constant(call.args[1]) is None
 
 
 def _problem(call: relax.Call) -> str | None:

@@ -1,0 +1,264 @@
+"""Before quantisation and partitioning (VPU targets): ops the target's VPU lacks, written as
+ops it has, where that is exact or near (Vela does the same: Mean becomes a depthwise conv).
+
+    avg_pool2d(x) whose window is all of H x W, no padding
+        -> mean(x, H and W, keepdims)                                    exact   global_avg_pool
+    mean(x, H and W) on a target without global_avg_pool
+        -> depthwise conv2d(x, 1/(kh*kw)) [-> ... ]  -> 1x1 per channel   near    conv2d
+           one conv when H and W fit the conv's kernel limit; else stages of
+           non-overlapping windows (kernel = stride within the stride limit), the last
+           covering what is left; between stages the tensor keeps x's int8 parameters
+
+In a QDQ module the conv's weight is dequantize(1 (int8), scale 1/(kh*kw) per channel), and
+the requantisation is the mean's own: exact up to the rounding of the requantisation scale
+for one stage; each extra stage adds one rounding at x's scale (near). A float module gets
+float weights 1/(kh*kw), which the quantiser quantises like any conv's.
+
+`decompose_for_vpu` returns the module, the provenance of the new bindings (the node they
+replace) and, per ONNX node, what it became or why no decomposition applies (the partition
+report shows both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from vpuc.compiler import compat
+from vpuc.compiler.partition.opview import op_name
+from vpuc.targets import Target
+
+NHWC_SPATIAL, NCHW_SPATIAL = (1, 2), (2, 3)
+
+
+@dataclass
+class Decomposed:
+    mod: tvm.IRModule
+    provenance: dict[str, list[str]]
+    notes: dict[str, str] = field(default_factory=dict)  # ONNX node -> what it became / why not
+
+
+def decompose_for_vpu(mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]]) -> Decomposed:
+    provenance = dict(provenance)
+    mutator_ = _Decomposer(mod, target, provenance)
+    func = relax.analysis.remove_all_unused(mutator_.visit_expr(mod["main"]))
+    new_mod = mod.clone()
+    new_mod.update_func(new_mod.get_global_var("main"), func)
+    return Decomposed(new_mod, provenance, mutator_.notes)
+
+
+def _spatial(call: relax.Call) -> tuple[int, int] | None:
+    """The spatial axes a 4-D mean or global pool reduces: NHWC (1, 2) or NCHW (2, 3)."""
+    shape = compat.tensor_type(call.args[0])
+    if shape is None or len(shape[0]) != 4:
+        return None
+    if op_name(call) == "relax.nn.avg_pool2d":
+        attrs = call.attrs
+        layout = str(attrs.layout)
+        if layout not in ("NHWC", "NCHW") or any(int(p) for p in attrs.padding):
+            return None
+        axes = NHWC_SPATIAL if layout == "NHWC" else NCHW_SPATIAL
+        window = tuple(int(k) for k in attrs.pool_size)
+        if window != tuple(shape[0][a] for a in axes) or int(attrs.dilation[0]) != 1:
+            return None
+        return axes
+    if op_name(call) == "relax.mean" and call.attrs.axis is not None:
+        axes = tuple(sorted(int(a) % 4 for a in call.attrs.axis))
+        return axes if axes in (NHWC_SPATIAL, NCHW_SPATIAL) else None
+    return None
+
+
+def stages(extent: int, kernel_max: int, stride_max: int) -> list[int] | None:
+    """Window sizes whose product is `extent`: each but the last within the stride limit
+    (kernel = stride, non-overlapping), the last within the kernel limit; None if none."""
+    if extent <= kernel_max:
+        return [extent]
+    for factor in range(min(stride_max, extent - 1), 1, -1):
+        if extent % factor == 0:
+            rest = stages(extent // factor, kernel_max, stride_max)
+            if rest is not None:
+                return [factor, *rest]
+    return None
+
+
+@mutator
+class _Decomposer(PyExprMutator):
+    def __init__(self, mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]]) -> None:
+        super().__init__(mod)
+        self.target, self.provenance = target, provenance
+        self.bound = relax.analysis.get_var2val(mod["main"])
+        self.notes: dict[str, str] = {}
+        self.names = {b.var.name for block in mod["main"].body.blocks for b in block.bindings}
+
+    def visit_var_binding_(self, binding) -> None:
+        value = binding.value
+        affine = self._channel_affine(value) if self.target.supports("conv2d") else None
+        if affine is not None and isinstance(binding.var, relax.DataflowVar):
+            data, scale, shift, nhwc = affine
+            new = self.builder_.emit(
+                self._affine_conv(binding.var, data, scale, shift, nhwc), binding.var.name
+            )
+            self.set_var_remap(binding.var, new)
+            return
+        axes = _spatial(value) if isinstance(value, relax.Call) else None
+        if axes is None or not isinstance(binding.var, relax.DataflowVar):
+            super().visit_var_binding_(binding)
+            return
+        data = self.visit_expr(value.args[0])
+        expr = None
+        if self.target.supports("global_avg_pool"):
+            if op_name(value) == "relax.nn.avg_pool2d":
+                expr = relax.op.mean(data, list(axes), keepdims=True)
+                self._note(binding.var, "AveragePool over all of H x W as a mean over H and W (exact)")
+        elif self.target.supports("conv2d"):
+            expr = self._as_depthwise(binding.var, value, data, axes)
+        if expr is None:
+            super().visit_var_binding_(binding)
+            return
+        new = self.builder_.emit(expr, name_hint=binding.var.name)
+        self.set_var_remap(binding.var, new)
+
+    def _channel_affine(self, value):
+        """add(multiply(x, a), b) with a, b constants per channel of a 4-D x (a BatchNorm the
+        graph passes could not fold, bn_fold's bn_affine): (x, a, b, nhwc) or None."""
+        if op_name(value) != "relax.add" or not isinstance(value.args[0], relax.Var):
+            return None
+        product, shift = self.bound.get(value.args[0]), compat.constant_array(value.args[1])
+        if op_name(product) != "relax.multiply" or shift is None:
+            return None
+        data, scale = product.args[0], compat.constant_array(product.args[1])
+        shape = compat.tensor_type(data)
+        if scale is None or shape is None or len(shape[0]) != 4 or shape[1] != "float32":
+            return None
+        for nhwc, axis in ((True, 3), (False, 1)):
+            channels = shape[0][axis]
+            per_channel = [1, 1, 1, channels] if nhwc else [1, channels, 1, 1]
+            if all(list(c.shape) in (per_channel, [channels]) for c in (scale, shift)) and channels > 1:
+                return data, scale.reshape(-1), shift.reshape(-1), nhwc
+        return None
+
+    def _affine_conv(self, var, data, scale, shift, nhwc: bool) -> relax.Expr:
+        """x * a + b per channel as a depthwise 1x1 conv with bias (exact in float; int8
+        weights a / s, s = |a| / 127 per channel, as the quantiser would make them)."""
+        channels = scale.size
+        shape = (channels, 1, 1, 1)
+        params = self._input_params(data)
+        if params is None:
+            weight = relax.const(scale.reshape(shape).astype(np.float32), "float32")
+            bias = relax.const(shift.astype(np.float32), "float32")
+        else:
+            w_scale = (np.maximum(np.abs(scale), 1e-12) / np.float32(127)).astype(np.float32)
+            w_q = np.clip(np.rint(scale / w_scale), -127, 127).astype(np.int8).reshape(shape)
+            weight = relax.op.dequantize(
+                relax.const(w_q, "int8"), relax.const(w_scale, "float32"),
+                relax.const(np.zeros(channels, np.int8), "int8"), 0, "float32",
+            )  # fmt: skip
+            b_scale = (np.float32(compat.constant_array(params[0])) * w_scale).astype(np.float32)
+            b_q = np.rint(shift / b_scale).astype(np.int32)
+            bias = relax.op.dequantize(
+                relax.const(b_q, "int32"), relax.const(b_scale, "float32"),
+                relax.const(np.zeros(channels, np.int32), "int32"), 0, "float32",
+            )  # fmt: skip
+        conv = self._emit(
+            relax.op.nn.conv2d(
+                data, weight, groups=channels, data_layout="NHWC" if nhwc else "NCHW",
+                kernel_layout="OHWI" if nhwc else "OIHW",
+            ),
+            f"{var.name}_conv", var,
+        )  # fmt: skip
+        bias_shape = [1, 1, 1, channels] if nhwc else [1, channels, 1, 1]
+        self._note(var, "a per-channel multiply-add (BatchNormalization) as a depthwise 1x1 conv with bias")
+        return relax.op.add(
+            conv,
+            relax.op.reshape(bias, bias_shape)
+            if params is not None
+            else relax.const(shift.reshape(bias_shape).astype(np.float32), "float32"),
+        )
+
+    def _note(self, var: relax.Var, text: str) -> None:
+        for node in self.provenance.get(var.name, []):
+            self.notes[node] = text
+
+    def _fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def _as_depthwise(self, var, call: relax.Call, data: relax.Expr, axes) -> relax.Expr | None:
+        shape = compat.tensor_type(call.args[0])[0]
+        limits = self.target.op_limits("conv2d")
+        kernel_max = int(limits.get("kernel", [1, 7])[1])
+        stride_max = int(limits.get("stride", [1, 3])[1])
+        height, width = shape[axes[0]], shape[axes[1]]
+        plan_h, plan_w = stages(height, kernel_max, stride_max), stages(width, kernel_max, stride_max)
+        if plan_h is None or plan_w is None:
+            self._note(
+                var,
+                f"no decomposition: a mean over {height}x{width} needs windows that the conv limits "
+                f"(kernel <= {kernel_max}, stride <= {stride_max}) cannot tile",
+            )
+            return None
+        count = max(len(plan_h), len(plan_w))
+        plan_h, plan_w = [1] * (count - len(plan_h)) + plan_h, [1] * (count - len(plan_w)) + plan_w
+        nhwc = axes == NHWC_SPATIAL
+        channels = shape[3] if nhwc else shape[1]
+        qdq = self._input_params(call.args[0])
+        current = data
+        for index, (kh, kw) in enumerate(zip(plan_h, plan_w, strict=True)):
+            last = index == count - 1
+            weight = self._weight(channels, kh, kw, nhwc, qdq is not None)
+            conv = relax.op.nn.conv2d(
+                current, weight, strides=(1, 1) if last else (kh, kw), groups=channels,
+                data_layout="NHWC" if nhwc else "NCHW", kernel_layout="OHWI" if nhwc else "OIHW",
+            )  # fmt: skip
+            if last:
+                current = conv
+                break
+            current = self._emit(conv, f"{var.name}_stage{index}", var)
+            if qdq is not None:  # between stages the tensor keeps x's int8 parameters
+                scale, zero = qdq
+                stage = f"{var.name}_stage{index}"
+                quantized = self._emit(relax.op.quantize(current, scale, zero, -1, "int8"), f"{stage}_q", var)
+                dequantized = relax.op.dequantize(quantized, scale, zero, -1, "float32")
+                current = self._emit(dequantized, f"{stage}_dq", var)
+        keepdims = op_name(call) == "relax.nn.avg_pool2d" or bool(call.attrs.keepdims)
+        if not keepdims:
+            out_shape = [d for i, d in enumerate(shape) if i not in axes]
+            current = relax.op.reshape(self._emit(current, f"{var.name}_conv", var), out_shape)
+        steps = " -> ".join(f"{kh}x{kw}" for kh, kw in zip(plan_h, plan_w, strict=True))
+        rounding = f"near: {count - 1} intermediate rounding(s)"
+        how = "exact up to the requantisation" if count == 1 else rounding
+        self._note(var, f"mean over {height}x{width} as depthwise conv {steps} with weights 1/window ({how})")
+        return current
+
+    def _emit(self, expr: relax.Expr, base: str, origin: relax.Var) -> relax.Var:
+        name = self._fresh(base)
+        new = self.builder_.emit(expr, name_hint=name)
+        self.provenance[name] = list(self.provenance.get(origin.name, []))
+        return new
+
+    def _input_params(self, arg: relax.Expr):
+        """(scale, zero point) when the op reads dequantize(x) with per-tensor parameters."""
+        value = self.bound.get(arg) if isinstance(arg, relax.Var) else None
+        if op_name(value) != "relax.dequantize":
+            return None
+        scale, zero = compat.constant_array(value.args[1]), compat.constant_array(value.args[2])
+        if scale is None or zero is None or scale.size != 1 or str(zero.dtype) != "int8":
+            return None
+        return value.args[1], value.args[2]
+
+    def _weight(self, channels: int, kh: int, kw: int, nhwc: bool, quantized: bool) -> relax.Expr:
+        shape = (channels, kh, kw, 1) if nhwc else (channels, 1, kh, kw)
+        taps = np.float32(kh * kw)
+        if not quantized:
+            return relax.const(np.full(shape, 1.0 / taps, np.float32), "float32")
+        scale = relax.const(np.full(channels, np.float32(1.0) / taps, np.float32), "float32")
+        ones = relax.const(np.ones(shape, np.int8), "int8")
+        zero = relax.const(np.zeros(channels, np.int8), "int8")
+        return relax.op.dequantize(ones, scale, zero, 0, "float32")
