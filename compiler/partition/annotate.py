@@ -70,10 +70,11 @@ def _fusion_pattern(
         names = {var: var.name for var in ctx.matched_bindings.keys()}
         core = ctx.annotated_expr["core"]
         core_name = _bound_name(ctx, core) or "?"
-        for name in names.values():
-            if name in blocked:
+        refused = sorted(name for name in names.values() if name in blocked)
+        if refused:  # every blocked binding of the match gets its reason (not the first one found)
+            for name in refused:
                 annotation.refuse(name, blocked[name])
-                return False
+            return False
         # Q/DQ-bound arguments: the module's bindings plus this match's own.
         seen = {**bound, **dict(ctx.matched_bindings.items())}
         # The core's own output has its input's layout (ops with a layout attribute say
