@@ -177,14 +177,15 @@ def _constants(g: GraphBuilder) -> None:
         g.constant(f"const.{name}", np.array(value, np.float32))
 
 
-def sentence_encoder() -> onnx.ModelProto:
-    """input_ids, token_type_ids, attention_mask: int64 1 x SEQ_LEN -> sentence_embedding 1 x HIDDEN."""
+def sentence_encoder(layers: int = LAYERS) -> onnx.ModelProto:
+    """input_ids, token_type_ids, attention_mask: int64 1 x SEQ_LEN -> sentence_embedding
+    1 x HIDDEN, with `layers` encoder layers (the tests use 2, to build faster)."""
     g = GraphBuilder("sentence_encoder", seed=11)
     _constants(g)
     x = _embeddings(g)
     mask_bias = _mask_bias(g)
-    for layer in range(LAYERS):
-        x = _layer(g, x, mask_bias, f"encoder/layer.{layer}", last=layer == LAYERS - 1)
+    for layer in range(layers):
+        x = _layer(g, x, mask_bias, f"encoder/layer.{layer}", last=layer == layers - 1)
     _mean_pool_normalise(g, x)
     ids = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, SEQ_LEN]) for n in INPUTS]
     out = helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, [1, HIDDEN])

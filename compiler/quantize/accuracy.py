@@ -60,6 +60,17 @@ def evaluate(
     held_out: CalibrationData,
     output_names: list[str],
     probes: list[LayerProbe],
+) -> dict:
+    """The `accuracy` section of the compile report."""
+    return evaluate_with_reference(reference, quantized, held_out, output_names, probes)[0]
+
+
+def evaluate_with_reference(
+    reference: Observer,
+    quantized: Observer,
+    held_out: CalibrationData,
+    output_names: list[str],
+    probes: list[LayerProbe],
     switch_input: tuple[np.ndarray, ...] = (),
     read: Callable[[dict[str, np.ndarray], str], np.ndarray] | None = None,
 ) -> tuple[dict, list[np.ndarray]]:

@@ -12,7 +12,8 @@ two consecutive layers by a positive scale per channel, before quantisation.
 
 Depthwise-separable blocks are chains of such pairs (conv -> dw, dw -> pw): a depthwise B
 scales its own channel i, and is then the A of the next pair. Pairs are equalised in graph
-order, ROUNDS times over, each with the weights the previous pairs left. Relu6 (a clip to
+order, over and over (at most ROUNDS times) until no scale differs from 1 by more than
+CONVERGED, each with the weights the previous pairs left. Relu6 (a clip to
 [0, 6]) is not scale-equivariant (relu6(z / s) != relu6(z) / s), so chains through it are
 left alone: equalising them would change what the model computes.
 """
@@ -28,7 +29,8 @@ from vpuc.compiler import compat
 from vpuc.compiler.quantize.bindings import BindingView, replace_constants
 from vpuc.compiler.quantize.layouts import bias_channels
 
-ROUNDS = 4
+ROUNDS = 8  # at most; stops when no scale moves by more than CONVERGED
+CONVERGED = 1e-4
 SCALE_LIMITS = (1e-3, 1e3)
 MAC_OPS = {"relax.nn.conv2d": "conv2d", "relax.matmul": "dense"}
 PASS_THROUGH = ("relax.nn.relu", "relax.nn.max_pool2d")
@@ -91,20 +93,25 @@ def equalize(mod: tvm.IRModule) -> Equalized:
     biases = {p.first_bias: _bias(view, p) for p in found if p.first_bias}
     total: dict[str, np.ndarray] = {}
     for _ in range(ROUNDS):
+        changed = False
         for pair in found:
             first_call, second_call = view.values[pair.first], view.values[pair.second]
             r_first = _ranges(weights[pair.first], _out_axis(first_call))
             r_second = _input_ranges(weights[pair.second], second_call)
-            scale = np.where(
-                (r_first > 0) & (r_second > 0), np.sqrt(r_first / np.maximum(r_second, 1e-30)), 1.0
-            )
+            usable = (r_first > 0) & (r_second > 0)
+            scale = np.where(usable, np.sqrt(r_first / np.where(usable, r_second, 1.0)), 1.0)
             scale = np.clip(scale, *SCALE_LIMITS)
-            weights[pair.first] = _scaled(weights[pair.first], _out_axis(first_call), 1.0 / scale)
+            if np.allclose(scale, 1.0, rtol=0.0, atol=CONVERGED):
+                continue
+            changed = True
+            weights[pair.first] = _divided(weights[pair.first], _out_axis(first_call), scale)
             weights[pair.second] = _scale_inputs(weights[pair.second], second_call, scale)
             if pair.first_bias:
                 vector, restore = biases[pair.first_bias]
                 biases[pair.first_bias] = (vector / scale, restore)
             total[pair.first] = total.get(pair.first, 1.0) * scale
+        if not changed:
+            break
     new: dict[str, dict[int, np.ndarray]] = {n: {1: w.astype(np.float32)} for n, w in weights.items()}
     for name, (vector, restore) in biases.items():
         index = 0 if view.constant(view.values[name].args[0]) is not None else 1
@@ -161,10 +168,10 @@ def _ranges(weight: np.ndarray, axis: int) -> np.ndarray:
     return moved.reshape(moved.shape[0], -1).max(axis=1)
 
 
-def _scaled(weight: np.ndarray, axis: int, factor: np.ndarray) -> np.ndarray:
+def _divided(weight: np.ndarray, axis: int, scale: np.ndarray) -> np.ndarray:
     shape = [1] * weight.ndim
     shape[axis] = -1
-    return weight * factor.reshape(shape)
+    return weight / scale.reshape(shape)
 
 
 def _grouped(weight: np.ndarray, call) -> tuple[np.ndarray, int, int]:

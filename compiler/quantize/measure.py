@@ -15,7 +15,7 @@ import time
 import tvm
 
 from vpuc.compiler.errors import CompileError
-from vpuc.compiler.quantize.accuracy import LayerProbe, evaluate, layer_name
+from vpuc.compiler.quantize.accuracy import LayerProbe, evaluate_with_reference, layer_name
 from vpuc.compiler.quantize.bindings import BindingView, var_names
 from vpuc.compiler.quantize.floor import Evaluator, FloorResult, Layer, search_floor, sensitivity
 from vpuc.compiler.quantize.observe import Observer
@@ -57,7 +57,7 @@ class Run:
         roots = frozenset(s for w in self.realized.switches for s in w.layers) - off
         present = {t.quantized for t in (tensors or self.realized).tensors}
         probes = [p for p in self.probes if p.quantized in present]
-        accuracy, reference_outputs = evaluate(
+        accuracy, reference_outputs = evaluate_with_reference(
             self.prepared.reference, self.observer, self.held_out, self.output_names, probes,
             (switch_values(self.realized.switches, roots),), self.prepared.read(),
         )  # fmt: skip

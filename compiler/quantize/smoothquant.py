@@ -127,6 +127,7 @@ def _scale(candidate: Candidate, view: BindingView, absmax: np.ndarray, alpha: f
     for core in candidate.cores:
         weight = view.constant(view.values[core].args[1])
         weight_max = np.maximum(weight_max, np.abs(weight).max(axis=1))
+    absmax = absmax.astype(np.float64)
     scale = np.power(np.maximum(absmax, 1e-12), alpha) / np.power(np.maximum(weight_max, 1e-12), 1.0 - alpha)
     scale = np.where((absmax > 0) & (weight_max > 0), scale, 1.0)
     return np.clip(scale, *SCALE_LIMITS).astype(np.float32)
