@@ -42,11 +42,11 @@ from vpuc.compiler.quantize.plan import MAC_KINDS, QuantPlan
 
 ROWS_PER_SAMPLE = 256
 ZETA, GAMMA = 1.1, -0.1
-LAMBDA = 0.1
+LAMBDA = 10.0  # tuned on a correlated-input dense layer: 0.62x round-to-nearest's error
 WARMUP = 0.2
 BETA = (20.0, 2.0)
-LEARNING_RATE = 0.05
-MAX_ITERATIONS = 1000
+LEARNING_RATE = 0.2
+MAX_ITERATIONS = 500
 MIN_ITERATIONS = 50
 
 

@@ -125,16 +125,30 @@ def floor_verdict(
         )
     if final >= options.min_sqnr_db:
         return
-    kept = f" even with {len(floor.kept)} layer(s) in float ({names})" if floor.kept else ""
-    message = (
-        f"output SQNR {final:.1f} dB on the held-out samples is below --min-sqnr "
-        f"{options.min_sqnr_db:g}{kept}; the floor may keep at most "
-        f"{accuracy['floor']['max_float_layers']} layer(s) in float. Calibrate on real data "
-        "(--calib), keep layers with --keep-float, lower --min-sqnr, or give --accept-low-sqnr"
-    )
+    message = floor_message(floor, options, max_float=accuracy["floor"]["max_float_layers"], figure=final)
     if not options.accept_below_floor:
         raise AccuracyFloorError(message)
     warnings.append(f"{message} (accepted)")
+
+
+def floor_message(
+    floor: FloorResult,
+    options: QuantOptions,
+    layers: int = 0,
+    max_float: int | None = None,
+    figure: float | None = None,
+) -> str:
+    """Why the compile stops: the figure reached, with how many layers in float."""
+    max_float = max_float if max_float is not None else max(1, int(layers * MAX_FLOAT_SHARE))
+    figure = floor.sqnr_db if figure is None else figure
+    names = ", ".join(layer.name for layer in floor.kept)
+    kept = f" even with {len(floor.kept)} layer(s) in float ({names})" if floor.kept else ""
+    return (
+        f"output SQNR {figure:.1f} dB on the held-out samples is below --min-sqnr "
+        f"{options.min_sqnr_db:g}{kept}; the floor may keep at most {max_float} layer(s) in "
+        "float. Calibrate on real data (--calib), keep layers with --keep-float, lower "
+        "--min-sqnr, or give --accept-low-sqnr"
+    )
 
 
 def _single_sources(mod: tvm.IRModule) -> dict[str, str]:

@@ -26,7 +26,7 @@ from vpuc.compiler.partition import Placement, partition_for_vpu
 from vpuc.compiler.quantize.accuracy import exact_accuracy
 from vpuc.compiler.quantize.data import CalibrationData
 from vpuc.compiler.quantize.layers import keep_float_bindings, plan_layers
-from vpuc.compiler.quantize.measure import Run, floor_verdict
+from vpuc.compiler.quantize.measure import AccuracyFloorError, Run, floor_message, floor_verdict
 from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.plan import QuantPlan, plan_quantization
 from vpuc.compiler.quantize.prepare import prepare
@@ -112,6 +112,8 @@ def quantize(
     accuracy = run.measure()
     layers = plan_layers(prepared.plan, provenance)
     floor = run.floor(layers, options)
+    if floor is not None and not floor.reached and not options.accept_below_floor:
+        raise AccuracyFloorError(floor_message(floor, options, len(layers)))
     blocked = {**kept, **prepared.blocked}
     placement = partition.placement
     if floor is not None and floor.kept:
