@@ -22,7 +22,9 @@ keeps the learned rounding only when its output error is below round-to-nearest'
 
 Budget: `budget_s` seconds for all layers, shared in proportion to each layer's cost per
 iteration (O K^2); each layer runs as many iterations as its share allows (at most
-MAX_ITERATIONS, at least MIN_ITERATIONS). A progress bar on stderr shows the layers.
+MAX_ITERATIONS), timed over its first 5; a layer whose share allows fewer than
+MIN_ITERATIONS keeps round-to-nearest (reported as skipped). A progress bar on stderr
+shows the layers.
 """
 
 from __future__ import annotations
@@ -149,9 +151,14 @@ def adaround(
         task = bar.add_task("", total=len(layers))
         for layer, cost in zip(layers, costs, strict=True):
             bar.update(task, description=layer.core)
-            weight, quantized, qparams, row = _round_layer(view, layer, budget_s * cost / total_cost)
+            rounded = _round_layer(view, layer, budget_s * cost / total_cost)
+            if rounded is not None:
+                quantized, qparams, row = rounded
+                result.weights[layer.core] = (quantized, qparams)
+            else:
+                row = {"layer": layer.core, "iterations": 0, "kept": False, "error_ratio": None}
+                row["skipped"] = f"its share of the budget allows fewer than {MIN_ITERATIONS} iterations"
             result.layers.append(row)
-            result.weights[layer.core] = (quantized, qparams)
             bar.advance(task)
     return result
 
@@ -170,6 +177,8 @@ def _round_layer(view: BindingView, layer: LayerInput, seconds: float):
     scale = _grouped_scale(qparams.scale, grouped.shape)
     hessian = layer.hessian / max(layer.rows, 1)
     learned, iterations = _optimise(grouped.astype(np.float64), scale, hessian, seconds)
+    if learned is None:
+        return None
     nearest_error = _error(
         np.clip(np.round(grouped / scale), -WEIGHT_MAX, WEIGHT_MAX) * scale - grouped, hessian
     )
@@ -182,7 +191,7 @@ def _round_layer(view: BindingView, layer: LayerInput, seconds: float):
         "kept": bool(kept),
         "error_ratio": round(float(learned_error / nearest_error), 4) if nearest_error > 0 else 1.0,
     }
-    return weight, quantized, qparams, row
+    return quantized, qparams, row
 
 
 def _optimise(weight: np.ndarray, scale: np.ndarray, hessian: np.ndarray, seconds: float):
@@ -215,7 +224,9 @@ def _optimise(weight: np.ndarray, scale: np.ndarray, hessian: np.ndarray, second
         v -= LEARNING_RATE * (m / (1 - 0.9**iterations)) / (np.sqrt(s2 / (1 - 0.999**iterations)) + 1e-8)
         if iterations == 5:  # fix the schedule from the measured speed
             per_iteration = (time.perf_counter() - start) / 5
-            planned = int(np.clip(seconds / max(per_iteration, 1e-9), MIN_ITERATIONS, MAX_ITERATIONS))
+            planned = int(min(seconds / max(per_iteration, 1e-9), MAX_ITERATIONS))
+            if planned < MIN_ITERATIONS:
+                return None, iterations
     h = np.clip(1.0 / (1.0 + np.exp(-v)) * (ZETA - GAMMA) + GAMMA, 0.0, 1.0)
     return np.clip(floor + (h >= 0.5), -WEIGHT_MAX, WEIGHT_MAX), iterations
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 DEFAULT_MIN_SQNR_DB = 25.0
 DEFAULT_SMOOTHQUANT_ALPHA = 0.5
-DEFAULT_ADAROUND_BUDGET_S = 2.0
+DEFAULT_ADAROUND_BUDGET_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class QuantOptions:
     absorb_bias: bool = False
     smoothquant: bool = True
     smoothquant_alpha: float = DEFAULT_SMOOTHQUANT_ALPHA
-    adaround: bool = False
+    adaround: bool = True
     adaround_budget_s: float = DEFAULT_ADAROUND_BUDGET_S
     keep_float: tuple[str, ...] = ()
     min_sqnr_db: float | None = DEFAULT_MIN_SQNR_DB

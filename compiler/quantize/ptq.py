@@ -160,7 +160,7 @@ def _summary(
     return {
         "mode": "calibrated",
         "method": method,
-        "percentile": percentile if method == "percentile" else None,
+        "percentile": percentile if method in ("percentile", "auto") else None,
         "calibration": {"source": calib.source, "samples": calib.count, "synthetic": calib.synthetic},
         "held_out": {"source": held_out.source, "samples": held_out.count},
         "quantized_ops": [{"composite": c.name, "bindings": list(c.members)} for c in plan.composites],
