@@ -178,8 +178,8 @@ def _add_method_options(group) -> None:
         state = "on" if field_ is None or getattr(default, field_) else "off"
         group.add_argument(flag, action=on_off, default=None, help=f"{what} (default {state})")
     group.add_argument(
-        "--smoothquant-alpha", type=float, default=default.smoothquant_alpha, metavar="A",
-        help=f"SmoothQuant migration strength in (0, 1) (default {default.smoothquant_alpha})",
+        "--smoothquant-alpha", type=_alpha, default=None, metavar="A",
+        help="SmoothQuant migration strength in (0, 1), or 'auto': chosen per tensor (the default)",
     )  # fmt: skip
     group.add_argument(
         "--adaround-budget", type=float, default=default.adaround_budget_s, metavar="SECONDS",
@@ -198,6 +198,15 @@ def _add_method_options(group) -> None:
         "--accept-low-sqnr", action="store_true",
         help="write the artifact even when --min-sqnr cannot be reached (with a warning)",
     )  # fmt: skip
+
+
+def _alpha(text: str) -> float | None:
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1) or 'auto', got {text!r}") from None
 
 
 def _floor(text: str) -> float | None:

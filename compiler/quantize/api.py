@@ -93,7 +93,7 @@ def check_options(
     if not 0.0 < percentile <= 100.0:
         raise CompileError(f"--percentile {percentile:g}: must be in (0, 100]")
     options = options or QuantOptions()
-    if not 0.0 < options.smoothquant_alpha < 1.0:
+    if options.smoothquant_alpha is not None and not 0.0 < options.smoothquant_alpha < 1.0:
         raise CompileError(f"--smoothquant-alpha {options.smoothquant_alpha:g}: must be in (0, 1)")
     if not options.adaround_budget_s > 0.0:
         raise CompileError(f"--adaround-budget {options.adaround_budget_s:g}: must be more than 0 seconds")

@@ -9,7 +9,7 @@ the figures that decided its default):
                     (equalize.py), before calibration
     absorb_bias     bias absorption across such chains (absorb_bias.py)
     smoothquant     SmoothQuant migration of activation outliers into dense weights, with
-                    strength `smoothquant_alpha` (smoothquant.py)
+                    strength `smoothquant_alpha` (None: chosen per tensor) (smoothquant.py)
     adaround        adaptive rounding of conv/dense weights (adaround.py), within
                     `adaround_budget_s` seconds of compile time
     keep_float      ONNX node names whose layer stays in float on the CPU
@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_MIN_SQNR_DB = 25.0
-DEFAULT_SMOOTHQUANT_ALPHA = 0.5
 DEFAULT_ADAROUND_BUDGET_S = 1.0
 
 
@@ -33,7 +32,7 @@ class QuantOptions:
     equalize: bool = False
     absorb_bias: bool = False
     smoothquant: bool = True
-    smoothquant_alpha: float = DEFAULT_SMOOTHQUANT_ALPHA
+    smoothquant_alpha: float | None = None  # None: chosen per tensor (smoothquant.choose_alphas)
     adaround: bool = True
     adaround_budget_s: float = DEFAULT_ADAROUND_BUDGET_S
     keep_float: tuple[str, ...] = ()
@@ -46,7 +45,7 @@ class QuantOptions:
         return {
             "equalize": self.equalize,
             "absorb_bias": self.absorb_bias,
-            "smoothquant": self.smoothquant_alpha if self.smoothquant else None,
+            "smoothquant": (self.smoothquant_alpha or "auto") if self.smoothquant else None,
             "adaround": self.adaround_budget_s if self.adaround else None,
             "keep_float": list(self.keep_float),
             "min_sqnr_db": self.min_sqnr_db,

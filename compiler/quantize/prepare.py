@@ -113,11 +113,15 @@ def _rewrite(mod, plan: QuantPlan, reference: Observer, calib, options: QuantOpt
     absmax = {c.tensor: np.zeros(c.channels, np.float32) for c in smooth}
     minimum = {c.relu: None for c in absorb}
     subset = calib if absorb else calib.subset(range(0, min(calib.count, PREPASS_SAMPLES)), calib.source)
-    for _, values in reference.over(subset):
+    rows: dict[str, list[np.ndarray]] = {c.tensor: [] for c in smooth}
+    rng = np.random.default_rng(0)
+    for index, (_, values) in enumerate(reference.over(subset)):
         for c in smooth:
-            absmax[c.tensor] = np.maximum(
-                absmax[c.tensor], smoothquant.channel_absmax(values[c.tensor], c.channels)
-            )
+            value = values[c.tensor]
+            absmax[c.tensor] = np.maximum(absmax[c.tensor], smoothquant.channel_absmax(value, c.channels))
+            if index < PREPASS_SAMPLES:
+                flat = value.reshape(-1, c.channels)
+                rows[c.tensor].append(flat[rng.permutation(len(flat))[: smoothquant.ROWS_PER_SAMPLE]])
         for c in absorb:
             minimum[c.relu] = absorb_bias.channel_min(values[c.relu], c.axis, minimum[c.relu])
     if absorb:
@@ -126,14 +130,17 @@ def _rewrite(mod, plan: QuantPlan, reference: Observer, calib, options: QuantOpt
         report["absorb_bias"] = {**absorbed.summary(), "seconds": _since(start)}
         start = time.perf_counter()
     if smooth:
-        smoothed = smoothquant.smooth(mod, plan, smooth, absmax, options.smoothquant_alpha)
-        mod, plan = smoothed.mod, smoothed.plan
-        derived, blocked = {**derived, **smoothed.derived}, smoothed.blocked
-        report["smoothquant"] = {
-            "tensors": [c.tensor for c in smooth],
-            "alpha": options.smoothquant_alpha,
-            "seconds": _since(start),
-        }
+        alphas = options.smoothquant_alpha
+        if alphas is None:
+            stacked = {t: np.concatenate(r) for t, r in rows.items()}
+            alphas = smoothquant.choose_alphas(mod, smooth, absmax, stacked)
+            smooth = [c for c in smooth if alphas[c.tensor] is not None]
+        if smooth:
+            smoothed = smoothquant.smooth(mod, plan, smooth, absmax, alphas)
+            mod, plan = smoothed.mod, smoothed.plan
+            derived, blocked = {**derived, **smoothed.derived}, smoothed.blocked
+        chosen = alphas if isinstance(alphas, dict) else {c.tensor: alphas for c in smooth}
+        report["smoothquant"] = {"alpha": chosen, "seconds": _since(start)}
     return mod, plan, derived, blocked
 
 

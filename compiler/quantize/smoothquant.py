@@ -10,10 +10,15 @@ channels of a dense with values tens of times larger than the rest (the outlier 
 of transformer residual streams) set the activation scale, and every other channel is
 quantised with a handful of levels. Dividing channel j by
 
-    s_j = max|x_j|^alpha / max|W_j,:|^(1 - alpha)     (alpha = --smoothquant-alpha, 0.5)
+    s_j = max|x_j|^alpha / max|W_j,:|^(1 - alpha)
 
 and multiplying row j of W by it balances the two ranges. One s per tensor: every planned
 dense reading x takes it (the max over their rows), so Q, K and V share one multiply.
+alpha is --smoothquant-alpha, or by default chosen per tensor (`choose_alphas`): among
+SEARCH_ALPHAS and no migration at all, the one with the least output error of the dense
+layers reading x, |x W - q(x / s) q(s W)|^2 summed over input rows sampled in the pre-pass
+(ROWS_PER_SAMPLE per sample), x quantised per tensor over its range and W per output
+channel as the VPU quantises them. A tensor no alpha helps is left alone.
 
 Where it applies: a planned dense (vpu.dense*) whose input is computed on the CPU (or is a
 model input), directly or through one VPU reshape whose input is; the multiply is inserted
@@ -37,6 +42,8 @@ from vpuc.compiler.quantize.derived import Derived
 from vpuc.compiler.quantize.plan import CompositePlan, QuantPlan
 
 SCALE_LIMITS = (1e-4, 1e4)
+SEARCH_ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+ROWS_PER_SAMPLE = 256
 SMOOTH_REASON = "SmoothQuant's per-channel scaling of a VPU input runs on the CPU"
 
 
@@ -102,12 +109,54 @@ def channel_absmax(value: np.ndarray, channels: int) -> np.ndarray:
     return flat.max(axis=0)
 
 
-def smooth(
-    mod: tvm.IRModule, plan: QuantPlan, found: list[Candidate], absmax: dict[str, np.ndarray], alpha: float
-) -> Smoothed:
-    """Insert the multiplies and scale the weights; `absmax[c.tensor]` from the calibration samples."""
+def choose_alphas(
+    mod: tvm.IRModule, found: list[Candidate], absmax: dict[str, np.ndarray], rows: dict[str, np.ndarray]
+) -> dict[str, float | None]:
+    """Per tensor, the alpha in SEARCH_ALPHAS whose migration gives the dense layers reading it
+    the least output error on the sampled input rows, or None when no migration beats
+    leaving the tensor alone (see the module docstring)."""
     view = BindingView.of(mod["main"])
-    scales = {c.tensor: _scale(c, view, absmax[c.tensor], alpha) for c in found}
+    chosen: dict[str, float | None] = {}
+    for candidate in found:
+        x = rows[candidate.tensor].astype(np.float64)
+        weights = [view.constant(view.values[core].args[1]).astype(np.float64) for core in candidate.cores]
+        errors = {None: _layer_error(x, weights, np.ones(candidate.channels))}
+        for alpha in SEARCH_ALPHAS:
+            errors[alpha] = _layer_error(x, weights, _scale(candidate, view, absmax[candidate.tensor], alpha))
+        chosen[candidate.tensor] = min(errors, key=errors.get)
+    return chosen
+
+
+def _layer_error(x: np.ndarray, weights: list[np.ndarray], scale: np.ndarray) -> float:
+    """sum |x W - q(x / s) q(s W)|^2 over the dense layers: x per tensor over its range,
+    W per output channel, as the VPU quantises them."""
+    smoothed = x / scale
+    lo, hi = min(smoothed.min(), 0.0), max(smoothed.max(), 0.0)
+    step = (hi - lo) / 255.0 or 1.0
+    zero = np.round(-128.0 - lo / step)
+    x_q = (np.clip(np.round(smoothed / step) + zero, -128, 127) - zero) * step
+    total = 0.0
+    for weight in weights:
+        scaled = weight * scale[:, None]
+        w_step = np.abs(scaled).max(axis=0) / 127.0
+        w_step = np.where(w_step > 0, w_step, 1.0)
+        w_q = np.clip(np.round(scaled / w_step), -127, 127) * w_step
+        total += float(np.sum((x @ weight - x_q @ w_q) ** 2))
+    return total
+
+
+def smooth(
+    mod: tvm.IRModule,
+    plan: QuantPlan,
+    found: list[Candidate],
+    absmax: dict[str, np.ndarray],
+    alpha: float | dict[str, float],
+) -> Smoothed:
+    """Insert the multiplies and scale the weights; `absmax[c.tensor]` from the calibration
+    samples; `alpha` one for all tensors or one per tensor."""
+    view = BindingView.of(mod["main"])
+    alphas = alpha if isinstance(alpha, dict) else {c.tensor: alpha for c in found}
+    scales = {c.tensor: _scale(c, view, absmax[c.tensor], alphas[c.tensor]) for c in found}
     mutated = _Smoother(mod, {c.tensor: c for c in found}, scales, view).visit_expr(mod["main"])
     new_mod = mod.clone()
     new_mod.update_func(new_mod.get_global_var("main"), mutated)
