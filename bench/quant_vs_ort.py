@@ -242,6 +242,7 @@ def main() -> int:
     figures = {"calibration_samples": CALIBRATION_SAMPLES, "configs": list(CONFIGS), "models": {}}
     for name in names:
         figures["models"][name] = measure(name, args.skip_ort, console)
+        write_json("quant_vs_ort", figures)  # after every model: a long run keeps what it measured
     out = Console(width=220)
     out.print(_table(figures))
     out.print(_cost_table(figures))
