@@ -21,16 +21,16 @@ with Adam: no regulariser for the first WARMUP of the iterations, then beta anne
 keeps the learned rounding only when its output error is below round-to-nearest's.
 
 Budget: `budget_s` seconds for all layers, shared in proportion to each layer's cost per
-iteration (O K^2); each layer runs as many iterations as its share allows (at most
-MAX_ITERATIONS), timed over its first 5; a layer whose share allows fewer than
-MIN_ITERATIONS keeps round-to-nearest (reported as skipped). A progress bar on stderr
-shows the layers.
+iteration (O K^2), counted as work at NOMINAL_FLOPS_PER_SECOND rather than measured, so
+that a compile gives the same weights on a busy machine as on an idle one; each layer runs
+as many iterations as its share buys (at most MAX_ITERATIONS); a layer whose share buys
+fewer than MIN_ITERATIONS keeps round-to-nearest (reported as skipped). The measured
+seconds are reported beside the budget. A progress bar on stderr shows the layers.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +50,7 @@ BETA = (20.0, 2.0)
 LEARNING_RATE = 0.2
 MAX_ITERATIONS = 500
 MIN_ITERATIONS = 50
+NOMINAL_FLOPS_PER_SECOND = 2e9  # the budget counts work, not wall time: same result on any load
 
 
 @dataclass
@@ -203,7 +204,11 @@ def _optimise(weight: np.ndarray, scale: np.ndarray, hessian: np.ndarray, second
     nearest = np.clip(np.round(ratio), -WEIGHT_MAX, WEIGHT_MAX) * scale - weight
     rec0 = max(_error(nearest, hessian), 1e-30)
     m, s2 = np.zeros_like(v), np.zeros_like(v)
-    start, iterations, planned = time.perf_counter(), 0, MAX_ITERATIONS
+    flops = 4.0 * weight.size * hessian.shape[-1]  # two (G, Og, K) x (K, K) products per iteration
+    planned = int(min(seconds * NOMINAL_FLOPS_PER_SECOND / flops, MAX_ITERATIONS))
+    if planned < MIN_ITERATIONS:
+        return None, 0
+    iterations = 0
     while iterations < planned:
         t = iterations / planned
         sig = 1.0 / (1.0 + np.exp(-v))
@@ -222,11 +227,6 @@ def _optimise(weight: np.ndarray, scale: np.ndarray, hessian: np.ndarray, second
         m = 0.9 * m + 0.1 * grad
         s2 = 0.999 * s2 + 0.001 * grad * grad
         v -= LEARNING_RATE * (m / (1 - 0.9**iterations)) / (np.sqrt(s2 / (1 - 0.999**iterations)) + 1e-8)
-        if iterations == 5:  # fix the schedule from the measured speed
-            per_iteration = (time.perf_counter() - start) / 5
-            planned = int(min(seconds / max(per_iteration, 1e-9), MAX_ITERATIONS))
-            if planned < MIN_ITERATIONS:
-                return None, iterations
     h = np.clip(1.0 / (1.0 + np.exp(-v)) * (ZETA - GAMMA) + GAMMA, 0.0, 1.0)
     return np.clip(floor + (h >= 0.5), -WEIGHT_MAX, WEIGHT_MAX), iterations
 

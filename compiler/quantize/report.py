@@ -13,7 +13,9 @@ SENSITIVITY_ROWS = 12
 
 def accuracy_tables(accuracy: dict) -> list[Table]:
     """[outputs table, layers table] for `vpuc compile`'s printed report."""
-    title = f"Quantised vs float on {accuracy['samples']} held-out sample(s)"
+    synthetic = str(accuracy.get("held_out", "")).startswith("synthetic")
+    kind = "synthetic (random, not your data) " if synthetic else ""
+    title = f"Quantised vs float on {accuracy['samples']} held-out {kind}sample(s)"
     outputs = Table(title=title)
     for column in ("output", "SQNR (dB)", "cosine", "max abs err", "top-1 agreement"):
         outputs.add_column(column, justify="left" if column == "output" else "right")
