@@ -9,6 +9,10 @@ The error of a candidate range for tensor x, read by layers L:
     err = sum over samples and channels c of  w_c * (x_c - dq(q(x_c)))^2
     w_c = sum over the conv/dense layers in L of |W[:, c]|^2  (+ 1 for every other reader)
 
+Only tensors whose readers are all VPU layers are chosen for; a tensor a CPU op or the
+model's output reads keeps the percentile range (the error model says nothing about how a
+GELU or a softmax weighs its input's error).
+
 that is, E|W^T e|^2 with the errors e of different channels taken as independent: the
 squared error the quantised tensor adds to each reading conv/dense output (a channel that a
 layer multiplies by large weights counts for more), and the tensor's own squared error for
@@ -41,7 +45,11 @@ class Chooser:
         self.chosen: dict[str, str] = {}
 
     def choose(self, stats, reference, calib: CalibrationData, read) -> dict[str, tuple[float, float]]:
-        names = [n for n in self.plan.tensors_to_calibrate() if stats[n].histogram is not None]
+        names = [
+            n
+            for n in self.plan.tensors_to_calibrate()
+            if stats[n].histogram is not None and self._modelled_readers(n)
+        ]
         candidates = {
             name: [
                 bounded(self.plan, name, *tensor_range(stats[name], m, self.percentile))
@@ -64,6 +72,15 @@ class Chooser:
             self.chosen[name] = RANGE_METHODS[best]
             ranges[name] = candidates[name][best]
         return ranges
+
+    def _modelled_readers(self, name: str) -> bool:
+        """Whether every reader of `name` is a VPU layer: the error model above holds for those
+        (a conv/dense mixes channels by its weights, an add or pooling passes the error on);
+        a CPU op (GELU, softmax, LayerNorm) or a model output may weigh it any way, and such
+        a tensor keeps the percentile range."""
+        members = self.plan.member_of
+        readers = self.view.readers.get(name, [])
+        return bool(readers) and all(r in members for r in readers)
 
     def _channel_weights(self, name: str) -> tuple[int, np.ndarray]:
         """(channel axis, w_c) for the tensor `name` (see the module docstring)."""

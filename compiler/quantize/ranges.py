@@ -35,7 +35,7 @@ from vpuc.compiler.quantize.histogram import TensorStats
 METHODS = ("minmax", "percentile", "entropy", "mse", "auto")
 RANGE_METHODS = METHODS[:4]  # what `auto` chooses among, per tensor (method_choice.py)
 MSE_GRID = np.linspace(0.05, 1.0, 96)
-DEFAULT_METHOD = "auto"
+DEFAULT_METHOD = "percentile"
 DEFAULT_PERCENTILE = 99.99
 ENTROPY_BINS = 2048
 ENTROPY_MAX_CLIPPED = 0.01

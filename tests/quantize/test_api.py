@@ -49,7 +49,7 @@ def test_default_is_32_synthetic_samples_with_a_warning():
     }
     assert (
         summary["held_out"]["samples"] == 8
-        and summary["method"] == "auto"
+        and summary["method"] == "percentile"
         and summary["percentile"] == 99.99
     )
     assert "synthetic" in summary["warnings"][0] and "--calib" in summary["warnings"][0]
