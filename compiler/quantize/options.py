@@ -33,7 +33,7 @@ class QuantOptions:
     absorb_bias: bool = False
     smoothquant: bool = True
     smoothquant_alpha: float | None = None  # None: chosen per tensor (smoothquant.choose_alphas)
-    adaround: bool = True
+    adaround: bool = False
     adaround_budget_s: float = DEFAULT_ADAROUND_BUDGET_S
     keep_float: tuple[str, ...] = ()
     min_sqnr_db: float | None = DEFAULT_MIN_SQNR_DB
