@@ -93,7 +93,7 @@ def test_keep_float_keeps_the_whole_layer_on_the_cpu(tiny):
         imported.onnx_model,
         result.provenance,
         profitability=False,
-        keep_float=result.kept_float,
+        blocked=result.kept_float,
     ).report
     devices = {op["name"]: (op["device"], op["reason"]) for op in report["ops"]}
     assert devices["stage3/conv"] == ("cpu", "kept in float on the CPU: --keep-float stage3/conv")
