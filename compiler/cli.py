@@ -167,14 +167,91 @@ def _add_calibration_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_PERCENTILE,
         help=f"for --calib-method percentile (default {DEFAULT_PERCENTILE})",
     )
+    _add_method_options(group)
+
+
+def _add_method_options(group) -> None:
+    from vpuc.compiler.quantize import QuantOptions
+
+    default = QuantOptions()
+    on_off = argparse.BooleanOptionalAction
+    for flag, field_, what in (
+        ("--bias-correction", None, "correct each conv/dense bias for its int8 weights' mean error"),
+        ("--equalize", "equalize", "cross-layer equalisation of conv/dense -> relu -> conv/dense chains"),
+        ("--absorb-bias", "absorb_bias", "bias absorption across such chains"),
+        ("--smoothquant", "smoothquant", "migrate dense-input outliers into the weights (SmoothQuant)"),
+        ("--adaround", "adaround", "learn the rounding of conv/dense weights (AdaRound)"),
+        ("--sensitivity", "sensitivity", "report each layer's output SQNR when it alone is int8"),
+    ):  # fmt: skip
+        state = "on" if field_ is None or getattr(default, field_) else "off"
+        group.add_argument(flag, action=on_off, default=None, help=f"{what} (default {state})")
+    group.add_argument(
+        "--smoothquant-alpha", type=_alpha, default=None, metavar="A",
+        help="SmoothQuant migration strength in (0, 1), or 'auto': chosen per tensor (the default)",
+    )  # fmt: skip
+    group.add_argument(
+        "--adaround-budget", type=float, default=default.adaround_budget_s, metavar="SECONDS",
+        help=f"compile time AdaRound may spend, all layers together (default {default.adaround_budget_s})",
+    )  # fmt: skip
+    group.add_argument(
+        "--keep-float", action="append", default=[], metavar="NODE",
+        help="keep the layer computing this ONNX node in float on the CPU (repeatable)",
+    )  # fmt: skip
+    group.add_argument(
+        "--min-sqnr", type=_floor, default=default.min_sqnr_db, metavar="DB",
+        help="keep the most sensitive layers in float until the output SQNR on the held-out "
+        f"samples reaches DB; 'off' to disable (default {default.min_sqnr_db:g})",
+    )  # fmt: skip
+    group.add_argument(
+        "--accept-low-sqnr", action="store_true",
+        help="write the artifact even when --min-sqnr cannot be reached (with a warning)",
+    )  # fmt: skip
+
+
+def _alpha(text: str) -> float | None:
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1) or 'auto', got {text!r}") from None
+
+
+def _floor(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dB or 'off', got {text!r}") from None
 
 
 def _calibration_options(args) -> dict:
+    from dataclasses import replace
+
+    from vpuc.compiler.quantize import QuantOptions
+
+    chosen = {
+        name: getattr(args, name)
+        for name in ("equalize", "absorb_bias", "smoothquant", "adaround", "sensitivity")
+        if getattr(args, name) is not None
+    }
+    quant_options = replace(
+        QuantOptions(),
+        **chosen,
+        smoothquant_alpha=args.smoothquant_alpha,
+        adaround_budget_s=args.adaround_budget,
+        keep_float=tuple(args.keep_float),
+        min_sqnr_db=args.min_sqnr,
+        accept_below_floor=args.accept_low_sqnr,
+    )
     return {
         "calib": args.calib,
         "calib_synthetic": args.calib_synthetic,
         "calib_method": args.calib_method,
         "percentile": args.percentile,
+        "bias_correction": args.bias_correction is not False,
+        "quant_options": quant_options,
     }
 
 

@@ -50,7 +50,13 @@ from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, p
 from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
-from vpuc.compiler.quantize import DEFAULT_METHOD, DEFAULT_PERCENTILE, QuantizeResult, quantize_for_compile
+from vpuc.compiler.quantize import (
+    DEFAULT_METHOD,
+    DEFAULT_PERCENTILE,
+    QuantizeResult,
+    QuantOptions,
+    quantize_for_compile,
+)
 from vpuc.runtime.artifact import Artifact
 from vpuc.targets import Target, resolve_target
 
@@ -73,10 +79,12 @@ class CompileOptions:
     profitability: bool = True  # judge each VPU subgraph with the cost model
     calib: str | None = None  # .npz of calibration samples per input name
     calib_synthetic: int | None = None  # or N seeded synthetic samples (the default: 32)
-    calib_method: str = DEFAULT_METHOD  # minmax, percentile or entropy
+    calib_method: str = DEFAULT_METHOD  # minmax, percentile, entropy, mse or auto
     percentile: float = DEFAULT_PERCENTILE
     quantize: bool = True  # VPU targets: quantise (False: partition the float model as is)
     reference: bool = True  # int8 artifacts: also build the QDQ reference `vpuc run --check` uses
+    bias_correction: bool = True
+    quant_options: QuantOptions = QuantOptions()  # the other methods, --keep-float, --min-sqnr
 
 
 @dataclass
@@ -142,6 +150,8 @@ def prepare_model(
             percentile=options.percentile,
             profitability=options.profitability,
             min_subgraph_ops=options.min_subgraph_ops,
+            bias_correction=options.bias_correction,
+            options=options.quant_options,
         )
         prepared.mod, provenance = prepared.quantized.mod, prepared.quantized.provenance
         prepared.timings["quantize_s"] = time.perf_counter() - start
@@ -155,7 +165,8 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
     generator refuses is kept on the CPU with its refusal as the reason, and the partition
     is redone: the report always describes what the artifact runs."""
     target, onnx_model = prepared.target, prepared.imported.onnx_model
-    refused: dict[str, str] = {}
+    # the quantiser's --keep-float / accuracy-floor layers stay on the CPU (it realised them in float)
+    refused: dict[str, str] = dict(prepared.quantized.kept_float) if prepared.quantized else {}
     prepared.timings["partition_s"] = prepared.timings["lower_s"] = 0.0
     for _ in range(MAX_LOWERING_ROUNDS):
         start = time.perf_counter()

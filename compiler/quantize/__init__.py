@@ -12,11 +12,14 @@ Entry points:
     load_calibration(path, input_specs), synthetic_calibration(input_specs, n, seed)
     check_qdq_onnx(onnx_model)                     QDQ parameter check before the import
 
-Files, in pipeline order: data (samples), observe (run on the VM), histogram + ranges
-(calibration methods), params (scales, zero points, int8/int32 constants), plan (which
-composites), calibrate, realize (the QDQ insertion pass), accuracy + metrics (the report);
-for QDQ inputs qdq_onnx, qdq_params, qdq_uint8, qdq_constants, qdq_pairs, qdq_strip,
-qdq_model. docs/quantization.md describes methods, data, numerics and accuracy figures.
+Files, in pipeline order: data (samples), options (QuantOptions), plan + layers (which
+composites; --keep-float), prepare (the stages before realisation: equalize, observe,
+smoothquant + absorb_bias, calibrate with histogram + ranges + method_choice, adaround;
+derived reads the tensors the rewrites change), params (scales, zero points, int8/int32
+constants), realize (the QDQ insertion pass), measure (switch: one switchable build;
+accuracy + metrics; floor: sensitivity and the accuracy floor); for QDQ inputs qdq_onnx,
+qdq_params, qdq_uint8, qdq_constants, qdq_pairs, qdq_strip, qdq_model.
+docs/quantization.md describes methods, data, numerics and accuracy figures.
 """
 
 from vpuc.compiler.quantize.api import check_options, quantize_for_compile
@@ -28,6 +31,8 @@ from vpuc.compiler.quantize.data import (
     synthetic_split,
 )
 from vpuc.compiler.quantize.errors import CalibrationError, QDQError
+from vpuc.compiler.quantize.measure import AccuracyFloorError
+from vpuc.compiler.quantize.options import DEFAULT_MIN_SQNR_DB, QuantOptions
 from vpuc.compiler.quantize.params import QParams
 from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
 from vpuc.compiler.quantize.qdq_model import clean_qdq, is_qdq_module, quantize_qdq
@@ -36,6 +41,9 @@ from vpuc.compiler.quantize.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, ME
 from vpuc.compiler.quantize.report import accuracy_tables
 
 __all__ = [
+    "DEFAULT_MIN_SQNR_DB",
+    "AccuracyFloorError",
+    "QuantOptions",
     "DEFAULT_METHOD",
     "DEFAULT_PERCENTILE",
     "METHODS",

@@ -11,6 +11,7 @@ A layer is named after the ONNX node that produced the tensor (a model input by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,24 +62,42 @@ def evaluate(
     probes: list[LayerProbe],
 ) -> dict:
     """The `accuracy` section of the compile report."""
+    return evaluate_with_reference(reference, quantized, held_out, output_names, probes)[0]
+
+
+def evaluate_with_reference(
+    reference: Observer,
+    quantized: Observer,
+    held_out: CalibrationData,
+    output_names: list[str],
+    probes: list[LayerProbe],
+    switch_input: tuple[np.ndarray, ...] = (),
+    read: Callable[[dict[str, np.ndarray], str], np.ndarray] | None = None,
+) -> tuple[dict, list[np.ndarray]]:
+    """(the `accuracy` section of the compile report, the float outputs of every held-out
+    sample stacked per output). `switch_input` is passed to a switchable module (switch.py);
+    `read(values, name)` reads a float tensor from the reference's values (derived.py)."""
+    read = read or (lambda values, name: values[name])
     ref_outputs: list[list[np.ndarray]] = [[] for _ in output_names]
     test_outputs: list[list[np.ndarray]] = [[] for _ in output_names]
     energies = {probe.quantized: _Energy() for probe in probes}
     for (ref_out, ref_values), (test_out, test_values) in zip(
-        reference.over(held_out), quantized.over(held_out), strict=True
+        reference.over(held_out), quantized.over(held_out, switch_input), strict=True
     ):
         for index in range(len(output_names)):
             ref_outputs[index].append(ref_out[index])
             test_outputs[index].append(test_out[index])
         for probe in probes:
             test = probe.params.dequantize(test_values[probe.quantized])
-            energies[probe.quantized].add(ref_values[probe.float_tensor], test)
+            energies[probe.quantized].add(read(ref_values, probe.float_tensor), test)
+    stacked = [np.stack(values) for values in ref_outputs]
     outputs = [
-        output_figures(name, np.stack(ref_outputs[i]), np.stack(test_outputs[i]), ref_outputs[i][0].shape)
+        output_figures(name, stacked[i], np.stack(test_outputs[i]), ref_outputs[i][0].shape)
         for i, name in enumerate(output_names)
     ]
     layers = [_layer_row(probe, energies[probe.quantized]) for probe in probes]
-    return {"samples": held_out.count, "held_out": held_out.source, "outputs": outputs, "layers": layers}
+    report = {"samples": held_out.count, "held_out": held_out.source, "outputs": outputs, "layers": layers}
+    return report, stacked
 
 
 def _layer_row(probe: LayerProbe, energy: _Energy) -> dict:

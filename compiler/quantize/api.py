@@ -1,7 +1,8 @@
 """The quantiser's entry point for the compile driver: options and data in, QDQ module out.
 
     optimised module (float or QDQ) + --calib / --calib-synthetic / --calib-method /
-    --percentile  ->  QuantizeResult(mod, accuracy, provenance, warnings, ...)
+    --percentile + QuantOptions (the other methods, --keep-float, --min-sqnr)
+    ->  QuantizeResult(mod, accuracy, provenance, warnings, kept_float, ...)
 
 A float model is calibrated and quantised (ptq.py); a model that already has Q/DQ keeps its
 parameters and is only cleaned up and measured (qdq_model.py). Without --calib or
@@ -27,6 +28,7 @@ from vpuc.compiler.quantize.data import (
     synthetic_calibration,
     synthetic_split,
 )
+from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
 from vpuc.compiler.quantize.qdq_model import is_qdq_module, quantize_qdq
 from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
@@ -48,31 +50,40 @@ def quantize_for_compile(
     profitability: bool = True,
     min_subgraph_ops: int = 1,
     bias_correction: bool = True,
+    options: QuantOptions | None = None,
 ) -> QuantizeResult:
     """Quantise (or, for a QDQ model, clean up) `mod` for a VPU target; see the module docstring."""
     if not target.has_vpu:
         raise ValueError(
             f"target '{target.name}' has no VPU: nothing to quantise (call only for VPU targets)"
         )
-    check_options(calib_path, calib_synthetic, method, percentile)
+    options = options or QuantOptions()
+    check_options(calib_path, calib_synthetic, method, percentile, options)
     provenance = onnx_provenance(provenance, onnx_model)
     if is_qdq_module(mod):
         check_qdq_onnx(onnx_model)  # errors in ONNX node names (the driver should call it before import)
-        held_out, warnings = _qdq_samples(input_specs, calib_path, calib_synthetic, seed)
+        held_out, warnings = _qdq_samples(input_specs, calib_path, calib_synthetic, seed, onnx_model)
         output_names = [o.name for o in onnx_model.graph.output]
         result = quantize_qdq(mod, provenance, held_out, output_names, target.host.llvm, onnx_model)
         result.warnings.extend(warnings)
+        result.warnings.extend(_qdq_floor_warning(result.accuracy, options))
         return result
-    split = _split(input_specs, calib_path, calib_synthetic, seed)
+    split = _split(input_specs, calib_path, calib_synthetic, seed, onnx_model)
     result = quantize(
         mod, target, onnx_model, provenance, split.calibration, method, percentile,
-        split.held_out, profitability, min_subgraph_ops, bias_correction,
+        split.held_out, profitability, min_subgraph_ops, bias_correction, options,
     )  # fmt: skip
     result.warnings[:0] = list(split.warnings)
     return result
 
 
-def check_options(calib_path, calib_synthetic: int | None, method: str, percentile: float) -> None:
+def check_options(
+    calib_path,
+    calib_synthetic: int | None,
+    method: str,
+    percentile: float,
+    options: QuantOptions | None = None,
+) -> None:
     if calib_path is not None and calib_synthetic is not None:
         raise CompileError("--calib and --calib-synthetic exclude each other: give one")
     if calib_synthetic is not None and calib_synthetic < 1:
@@ -81,20 +92,43 @@ def check_options(calib_path, calib_synthetic: int | None, method: str, percenti
         raise CompileError(f"--calib-method '{method}': known methods are {', '.join(METHODS)}")
     if not 0.0 < percentile <= 100.0:
         raise CompileError(f"--percentile {percentile:g}: must be in (0, 100]")
+    options = options or QuantOptions()
+    if options.smoothquant_alpha is not None and not 0.0 < options.smoothquant_alpha < 1.0:
+        raise CompileError(f"--smoothquant-alpha {options.smoothquant_alpha:g}: must be in (0, 1)")
+    if not options.adaround_budget_s > 0.0:
+        raise CompileError(f"--adaround-budget {options.adaround_budget_s:g}: must be more than 0 seconds")
+    if options.min_sqnr_db is not None and not -50.0 <= options.min_sqnr_db <= 150.0:
+        raise CompileError(f"--min-sqnr {options.min_sqnr_db:g}: must be between -50 and 150 dB (or 'off')")
 
 
-def _split(specs: list[TensorSpec], calib_path, calib_synthetic: int | None, seed: int) -> SplitData:
+def _qdq_floor_warning(accuracy: dict, options: QuantOptions) -> list[str]:
+    """A QDQ model keeps its own quantisation: below the floor is a warning, not an error."""
+    if options.min_sqnr_db is None or not accuracy.get("outputs"):
+        return []
+    figure = min(o["sqnr_db"] for o in accuracy["outputs"])
+    if figure >= options.min_sqnr_db:
+        return []
+    return [
+        f"the QDQ model's output SQNR {figure:.1f} dB (its int8 model against the same graph "
+        f"without rounding) is below --min-sqnr {options.min_sqnr_db:g}: vpuc keeps a QDQ "
+        "model's own quantisation and keeps no layer in float for it"
+    ]
+
+
+def _split(
+    specs: list[TensorSpec], calib_path, calib_synthetic: int | None, seed: int, onnx_model
+) -> SplitData:
     if calib_path is not None:
         return split_file_samples(load_calibration(calib_path, specs))
-    return synthetic_split(specs, calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES, seed)
+    return synthetic_split(specs, calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES, seed, onnx_model)
 
 
-def _qdq_samples(specs, calib_path, calib_synthetic: int | None, seed: int):
+def _qdq_samples(specs, calib_path, calib_synthetic: int | None, seed: int, onnx_model):
     """A QDQ model needs no calibration: every given sample measures accuracy."""
     if calib_path is not None:
         return load_calibration(calib_path, specs), []
     count = max(MIN_SYNTHETIC_HELD_OUT, (calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES) // 4)
-    data = synthetic_calibration(specs, count, seed, stream=1)
+    data = synthetic_calibration(specs, count, seed, stream=1, onnx_model=onnx_model)
     warning = (
         f"measuring the QDQ model's accuracy on synthetic data ({data.source}): "
         "give --calib X.npz for figures that mean something"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tvm
 from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from vpuc.compiler import compat
 
@@ -103,3 +104,28 @@ def forward(mutator, old: relax.Var, replacement: relax.Var) -> None:
         mutator.set_var_remap(old, replacement)
     else:
         mutator.set_var_remap(old, rebind(mutator.builder_, old, replacement))
+
+
+def replace_constants(mod: tvm.IRModule, new: dict[str, dict[int, np.ndarray]]) -> tvm.IRModule:
+    """`mod` with constant arguments of main's bindings replaced: {binding: {arg index: array}}."""
+    func = mod["main"]
+    mutated = _ConstantReplacer(mod, new).visit_expr(func)
+    new_mod = mod.clone()
+    new_mod.update_func(new_mod.get_global_var("main"), mutated)
+    return new_mod
+
+
+@mutator
+class _ConstantReplacer(PyExprMutator):
+    def __init__(self, mod, new: dict[str, dict[int, np.ndarray]]) -> None:
+        super().__init__(mod)
+        self.new = new
+
+    def visit_var_binding_(self, binding) -> None:
+        value = self.visit_expr(binding.value)
+        if binding.var.name in self.new:
+            args = list(value.args)
+            for index, array in self.new[binding.var.name].items():
+                args[index] = relax.const(np.ascontiguousarray(array, dtype=np.float32))
+            value = relax.Call(value.op, args, value.attrs, value.ty_args)
+        self.set_var_remap(binding.var, rebind(self.builder_, binding.var, value))

@@ -16,6 +16,8 @@ calibration samples (channel_means), from the same run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from tvm import relax
 
@@ -30,30 +32,49 @@ from vpuc.compiler.quantize.ranges import tensor_range
 
 
 def collect_stats(
-    observer: Observer, names: list[str], data: CalibrationData, channel_axes: dict[str, int] | None = None
+    observer: Observer,
+    names: list[str],
+    data: CalibrationData,
+    channel_axes: dict[str, int] | None = None,
+    read: Callable[[dict[str, np.ndarray], str], np.ndarray] | None = None,
+    hooks: tuple[Callable[[Callable[[str], np.ndarray]], None], ...] = (),
 ) -> tuple[dict[str, TensorStats], dict[str, np.ndarray]]:
     """Statistics of the named tensors over every sample of `data`, and the per-channel
-    means of the tensors in `channel_axes` ({name: channel axis})."""
+    means of the tensors in `channel_axes` ({name: channel axis}). `read(values, name)`
+    reads a tensor (derived.py); each hook gets `get(name)` for every sample (what
+    adaptive rounding and the per-layer method choice keep)."""
+    read = read or (lambda values, name: values[name])
     stats = {name: TensorStats() for name in names}
-    sums = {name: 0.0 for name in channel_axes or {}}
+    sums: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
     for _, values in observer.over(data):
+        cache: dict[str, np.ndarray] = {}
+
+        def get(name: str, values=values, cache=cache) -> np.ndarray:
+            if name not in cache:
+                cache[name] = read(values, name)
+            return cache[name]
+
         for name in names:
-            stats[name].update(values[name])
+            stats[name].update(get(name))
         for name, axis in (channel_axes or {}).items():
-            value = values[name].astype(np.float64)
-            sums[name] = sums[name] + value.sum(
-                axis=tuple(i for i in range(value.ndim) if i != axis % value.ndim)
-            )
-    counts = {
-        name: data.count * values_per_channel(observer, name, axis)
-        for name, axis in (channel_axes or {}).items()
-    }
+            value = get(name).astype(np.float64)
+            axis = axis % value.ndim
+            others = tuple(i for i in range(value.ndim) if i != axis)
+            sums[name] = sums.get(name, 0.0) + value.sum(axis=others)
+            counts[name] = counts.get(name, 0) + value.size // value.shape[axis]
+        for hook in hooks:
+            hook(get)
     return stats, {name: (sums[name] / counts[name]).astype(np.float32) for name in sums}
 
 
-def values_per_channel(observer: Observer, name: str, axis: int) -> int:
-    shape = observer.shapes[name]
-    return int(np.prod(shape)) // shape[axis % len(shape)]
+def bounded(plan: QuantPlan, name: str, lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] narrowed to what the fused activation of the composite producing `name` allows."""
+    composite = plan.root_of.get(name)
+    if composite is None:
+        return lo, hi
+    low_bound, high_bound = composite.output_bounds
+    return max(lo, low_bound), min(hi, high_bound)
 
 
 def channel_mean_axes(func: relax.Function, plan: QuantPlan) -> dict[str, int]:
@@ -67,16 +88,21 @@ def channel_mean_axes(func: relax.Function, plan: QuantPlan) -> dict[str, int]:
 
 
 def choose_params(
-    plan: QuantPlan, stats: dict[str, TensorStats], method: str, percentile: float
+    plan: QuantPlan,
+    stats: dict[str, TensorStats],
+    method: str,
+    percentile: float,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, QParams]:
-    """Parameters of every tensor the plan quantises, from the statistics."""
-    root_of = plan.root_of
+    """Parameters of every tensor the plan quantises, from the statistics; `ranges` gives
+    chosen ranges for some tensors (the per-layer method choice, method_choice.py)."""
     params: dict[str, QParams] = {}
     for name in plan.tensors_to_calibrate():
-        lo, hi = tensor_range(stats[name], method, percentile)
-        if name in root_of:
-            low_bound, high_bound = root_of[name].output_bounds
-            lo, hi = max(lo, low_bound), min(hi, high_bound)
+        if ranges and name in ranges:
+            lo, hi = ranges[name]
+        else:
+            lo, hi = tensor_range(stats[name], method, percentile)
+        lo, hi = bounded(plan, name, lo, hi)
         params[name] = activation_params(lo, hi)
     for composite in plan.composites:  # binding order: a pooled pool reads a pooled tensor
         if composite.keeps_input_params:

@@ -23,12 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from vpuc.compiler.errors import first_line
 from vpuc.compiler.frontend.shapes import TensorSpec
 from vpuc.compiler.quantize.errors import CalibrationError
 
-SYNTHETIC_DISTRIBUTION = "float inputs ~ N(0, 1) i.i.d. per element; integer and bool inputs 0"
+SYNTHETIC_DISTRIBUTION = (
+    "float inputs ~ N(0, 1) i.i.d. per element; integer inputs that index a Gather uniform "
+    "below its table size; other integer and bool inputs padding masks (1 on a random prefix "
+    "of the last axis, at least one element, 0 after)"
+)
+INDEX_PASSTHROUGH = ("Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Expand")
 HELD_OUT_FRACTION = 0.2
 MIN_SYNTHETIC_HELD_OUT = 8
 DEFAULT_SYNTHETIC_SAMPLES = 32
@@ -61,20 +67,64 @@ class CalibrationData:
 
 
 def synthetic_calibration(
-    input_specs: list[TensorSpec], n: int, seed: int = 0, stream: int = 0
+    input_specs: list[TensorSpec],
+    n: int,
+    seed: int = 0,
+    stream: int = 0,
+    onnx_model: onnx.ModelProto | None = None,
 ) -> CalibrationData:
-    """`n` seeded samples per input (SYNTHETIC_DISTRIBUTION); `stream` 1 gives held-out ones."""
+    """`n` seeded samples per input (SYNTHETIC_DISTRIBUTION); `stream` 1 gives held-out ones.
+    Integer inputs read the model (`onnx_model`) for the Gather tables they index."""
     if n < 1:
         raise CalibrationError(f"--calib-synthetic {n}: need at least 1 sample")
     rng = np.random.default_rng([seed, stream])
+    tables = gather_table_sizes(onnx_model) if onnx_model is not None else {}
     samples = {}
     for spec in input_specs:
         shape = (n, *spec.shape)
-        if np.issubdtype(np.dtype(spec.dtype), np.floating):
-            samples[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
+        dtype = np.dtype(spec.dtype)
+        if np.issubdtype(dtype, np.floating):
+            samples[spec.name] = rng.standard_normal(shape).astype(dtype)
+        elif spec.name in tables:
+            samples[spec.name] = rng.integers(0, tables[spec.name], shape).astype(dtype)
         else:
-            samples[spec.name] = np.zeros(shape, dtype=spec.dtype)
+            samples[spec.name] = _padding_masks(rng, shape, dtype)
     return CalibrationData(samples, f"synthetic (N={n}, seed={seed}, stream={stream})", synthetic=True)
+
+
+def _padding_masks(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """1 on a random prefix (at least one element) of the last axis, 0 after."""
+    if len(shape) < 2 or shape[-1] == 0:
+        return np.ones(shape, dtype)
+    lengths = rng.integers(1, shape[-1] + 1, shape[:-1])
+    return (np.arange(shape[-1]) < lengths[..., None]).astype(dtype)
+
+
+def gather_table_sizes(model: onnx.ModelProto) -> dict[str, int]:
+    """{graph input: rows of the smallest constant table it indexes through Gather}, following
+    the input through shape-only ops (INDEX_PASSTHROUGH)."""
+    constants = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    sizes = {}
+    for graph_input in model.graph.input:
+        found, frontier, seen = [], [graph_input.name], set()
+        while frontier:
+            tensor = frontier.pop()
+            seen.add(tensor)
+            for node in readers.get(tensor, []):
+                if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == tensor:
+                    table = constants.get(node.input[0])
+                    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                    if table is not None and table:
+                        found.append(table[axis % len(table)])
+                elif node.op_type in INDEX_PASSTHROUGH and node.input[0] == tensor:
+                    frontier.extend(o for o in node.output if o not in seen)
+        if found:
+            sizes[graph_input.name] = int(min(found))
+    return sizes
 
 
 def load_calibration(path: str | Path, input_specs: list[TensorSpec]) -> CalibrationData:
@@ -172,10 +222,14 @@ def split_file_samples(data: CalibrationData) -> SplitData:
     return SplitData(calibration, held_out)
 
 
-def synthetic_split(input_specs: list[TensorSpec], n: int, seed: int = 0) -> SplitData:
+def synthetic_split(
+    input_specs: list[TensorSpec], n: int, seed: int = 0, onnx_model: onnx.ModelProto | None = None
+) -> SplitData:
     """`n` synthetic calibration samples and max(MIN_SYNTHETIC_HELD_OUT, n // 4) fresh
     held-out samples from an independent stream, with the synthetic-data warning."""
-    calibration = synthetic_calibration(input_specs, n, seed, stream=0)
-    held_out = synthetic_calibration(input_specs, max(MIN_SYNTHETIC_HELD_OUT, n // 4), seed, stream=1)
+    calibration = synthetic_calibration(input_specs, n, seed, stream=0, onnx_model=onnx_model)
+    held_out = synthetic_calibration(
+        input_specs, max(MIN_SYNTHETIC_HELD_OUT, n // 4), seed, stream=1, onnx_model=onnx_model
+    )
     warning = SYNTHETIC_WARNING.format(what=f"{n} samples, {SYNTHETIC_DISTRIBUTION}, seed {seed}")
     return SplitData(calibration, held_out, (warning,))

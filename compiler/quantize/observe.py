@@ -64,11 +64,14 @@ class Observer:
         outputs = values[: self.output_count]
         return outputs, dict(zip(self.names, values[self.output_count :], strict=True))
 
-    def over(self, data: CalibrationData) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
-        """run() for every sample of `data`, inputs taken in main's param order."""
+    def over(
+        self, data: CalibrationData, extra: tuple[np.ndarray, ...] = ()
+    ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
+        """run() for every sample of `data`, inputs taken in main's param order, then `extra`
+        (the switch vector of a switchable module, switch.py)."""
         stacks = list(data.samples.values())
         for index in range(data.count):
-            yield self.run([stack[index] for stack in stacks])
+            yield self.run([stack[index] for stack in stacks] + list(extra))
 
 
 def _shapes(func: relax.Function, names: list[str]) -> dict[str, tuple[int, ...]]:

@@ -4,10 +4,14 @@ measure.
     optimised float module  ->  QDQ module (VPU ops int8, the rest float) + accuracy report
 
 1. partition_for_vpu on the float module, as the compile will run it (same target, same
-   profitability rule): its final placement is what gets quantised (plan.py)
-2. calibrate the planned tensors on the calibration samples (calibrate.py)
+   profitability rule, --keep-float blocked): its final placement is what gets quantised
+   (plan.py, layers.py)
+2. float rewrites, calibration and adaptive rounding (prepare.py)
 3. insert quantize/dequantize around the planned composites (realize.py)
-4. run both modules on the held-out samples and compare (accuracy.py)
+4. run both modules on the held-out samples and compare; per-layer sensitivity; the
+   accuracy floor (measure.py, floor.py)
+5. when the floor keeps layers in float: partition again with them blocked, realise and
+   measure the final module
 """
 
 from __future__ import annotations
@@ -19,14 +23,15 @@ import onnx
 import tvm
 
 from vpuc.compiler.partition import Placement, partition_for_vpu
-from vpuc.compiler.quantize.accuracy import LayerProbe, evaluate, exact_accuracy, layer_name
-from vpuc.compiler.quantize.bindings import BindingView, var_names
-from vpuc.compiler.quantize.calibrate import channel_mean_axes, choose_params, collect_stats
+from vpuc.compiler.quantize.accuracy import exact_accuracy
 from vpuc.compiler.quantize.data import CalibrationData
-from vpuc.compiler.quantize.observe import Observer
+from vpuc.compiler.quantize.layers import keep_float_bindings, plan_layers
+from vpuc.compiler.quantize.measure import AccuracyFloorError, Run, floor_message, floor_verdict
+from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.plan import QuantPlan, plan_quantization
+from vpuc.compiler.quantize.prepare import prepare
 from vpuc.compiler.quantize.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
-from vpuc.compiler.quantize.realize import QuantizedTensor, Realized, realize
+from vpuc.compiler.quantize.realize import QuantizedTensor, realize
 from vpuc.targets import Target
 
 
@@ -35,12 +40,14 @@ class QuantizeResult:
     """The QDQ module and what the quantiser did."""
 
     mod: tvm.IRModule  # VPU ops in QDQ form, the rest float
-    accuracy: dict[str, Any]  # {"outputs": [...], "layers": [...], "samples", "held_out"}
+    accuracy: dict[str, Any]  # {"outputs": [...], "layers": [...], "samples", "held_out", ...}
     placement: Placement | None  # the float module's placement that was quantised (None: QDQ input)
     provenance: dict[str, list[str]]  # of the QDQ module's bindings
     tensors: list[QuantizedTensor] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)  # method, calibration source, counts
+    kept_float: dict[str, str] = field(default_factory=dict)  # bindings the partitioner must block
+    below_floor: str | None = None  # the floor was not reached and not accepted: why
 
     def to_json(self) -> dict[str, Any]:
         """The report's `quantization` section (the `accuracy` key is separate)."""
@@ -59,56 +66,83 @@ def quantize(
     profitability: bool = True,
     min_subgraph_ops: int = 1,
     bias_correction: bool = True,
+    options: QuantOptions | None = None,
 ) -> QuantizeResult:
     """Quantise the ops `target` runs on its VPU; measure accuracy on `held_out` (default:
     the calibration samples themselves, with a warning). `bias_correction` subtracts from
-    each conv/dense bias the mean error its int8 weights add (docs/quantization.md)."""
+    each conv/dense bias the mean error its int8 weights add; `options` selects the other
+    methods, --keep-float and the accuracy floor (docs/quantization.md)."""
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
+    options = options or QuantOptions()
     warnings = []
     if held_out is None:
         held_out = calib
         warnings.append("no held-out samples given: accuracy is measured on the calibration samples")
     provenance = onnx_provenance(provenance, onnx_model)
     partition = partition_for_vpu(mod, target, onnx_model, provenance, min_subgraph_ops, profitability)
+    kept: dict[str, str] = {}
+    if options.keep_float:
+        kept, notes = keep_float_bindings(options.keep_float, partition.placement, provenance, onnx_model)
+        warnings.extend(notes)
+        if kept:
+            partition = partition_for_vpu(
+                mod, target, onnx_model, provenance, min_subgraph_ops, profitability, blocked=kept
+            )
     plan = plan_quantization(mod["main"], partition.placement)
     output_names = [spec.name for spec in onnx_model.graph.output]
-    summary = {**_summary(method, percentile, calib, held_out, plan), "bias_correction": bias_correction}
+    summary = {
+        **_summary(method, percentile, calib, held_out, plan),
+        "bias_correction": bias_correction,
+        "methods": options.methods(),
+    }
     if not plan.composites:
         shapes = [_shape(o) for o in onnx_model.graph.output]
         accuracy = exact_accuracy(held_out, output_names, shapes)
-        return QuantizeResult(mod, accuracy, partition.placement, dict(provenance), [], warnings, summary)
-    calibrated = plan.tensors_to_calibrate()
-    reference = Observer(mod, list(dict.fromkeys([*calibrated, *plan.root_of])), target.host.llvm)
-    mean_axes = channel_mean_axes(mod["main"], plan) if bias_correction else {}
-    stats, means = collect_stats(reference, calibrated, calib, mean_axes)
-    realized = realize(mod, plan, choose_params(plan, stats, method, percentile), provenance, means)
-    accuracy = _measure(mod, realized, reference, provenance, held_out, output_names, target)
+        result = QuantizeResult(mod, accuracy, partition.placement, dict(provenance), [], warnings, summary)
+        result.kept_float = kept
+        return result
+    prepared = prepare(mod, plan, calib, options, method, percentile, bias_correction, target.host.llvm)
+    choice = "percentile" if method == "auto" else method
+    realized = realize(
+        prepared.mod, prepared.plan, prepared.params(prepared.plan, choice, percentile), provenance,
+        prepared.means, prepared.rounded,
+    )  # fmt: skip
+    run = Run(prepared, realized, provenance, held_out, output_names, target)
+    accuracy = run.measure()
+    layers = plan_layers(prepared.plan, provenance)
+    floor = run.floor(layers, options)
+    if floor is not None and not floor.reached and not options.accept_below_floor:
+        raise AccuracyFloorError(floor_message(floor, options, len(layers)))
+    blocked = {**kept, **prepared.blocked}
+    placement = partition.placement
+    if floor is not None and floor.kept:
+        reason = f"kept in float on the CPU: --min-sqnr {options.min_sqnr_db:g} needs it"
+        blocked.update({m: reason for layer in floor.kept for m in layer.members})
+        final = partition_for_vpu(
+            prepared.mod, target, onnx_model, provenance, min_subgraph_ops, profitability, blocked=blocked
+        )
+        placement = final.placement
+        final_plan = plan_quantization(prepared.mod["main"], placement)
+        realized = realize(
+            prepared.mod, final_plan, prepared.params(final_plan, choice, percentile), provenance,
+            prepared.means, prepared.rounded,
+        )  # fmt: skip
+        off = frozenset(layer.root for layer in floor.kept)
+        if {c.root for c in final_plan.composites} == {c.root for c in prepared.plan.composites} - off:
+            accuracy = run.measure(off, realized)  # the same module as the switchable one with `off` off
+        else:  # the partitioner moved more to the CPU: measure the final module itself
+            accuracy = Run(prepared, realized, provenance, held_out, output_names, target).measure()
+        summary["quantized_ops"] = _summary(method, percentile, calib, held_out, final_plan)["quantized_ops"]
+    accuracy.update(run.sensitivity_report(layers, floor, options))
     summary["quantized_tensors"] = len(realized.tensors)
-    return QuantizeResult(
-        realized.mod, accuracy, partition.placement, realized.provenance, realized.tensors, warnings, summary
+    summary["timings_s"] = {**prepared.report, "measure_seconds": round(run.seconds, 4)}
+    result = QuantizeResult(
+        realized.mod, accuracy, placement, realized.provenance, realized.tensors, warnings, summary
     )
-
-
-def _measure(
-    mod, realized: Realized, reference: Observer, provenance, held_out, output_names, target
-) -> dict:
-    """The accuracy report: the QDQ module against the float one on the held-out samples."""
-    sources = _single_sources(mod)
-    probes = [_probe(t, provenance, sources) for t in realized.tensors]
-    quantized = Observer(realized.mod, [p.quantized for p in probes], target.host.llvm)
-    return evaluate(reference, quantized, held_out, output_names, _graph_order(probes, mod))
-
-
-def _single_sources(mod: tvm.IRModule) -> dict[str, str]:
-    """binding -> the one var it reads, for bindings that read exactly one."""
-    view = BindingView.of(mod["main"])
-    return {name: reads[0] for name, value in view.values.items() if len(reads := var_names(value)) == 1}
-
-
-def _probe(tensor: QuantizedTensor, provenance: dict[str, list[str]], sources: dict[str, str]) -> LayerProbe:
-    name, nodes = layer_name(tensor.tensor, provenance, sources)
-    return LayerProbe(name, tensor.tensor, tensor.quantized, tensor.params, nodes)
+    result.kept_float = blocked
+    floor_verdict(floor, options, accuracy, result.warnings)
+    return result
 
 
 def onnx_provenance(provenance: dict[str, list[str]], onnx_model: onnx.ModelProto) -> dict[str, list[str]]:
@@ -120,22 +154,13 @@ def onnx_provenance(provenance: dict[str, list[str]], onnx_model: onnx.ModelProt
     return {name: [label for label in labels if label in nodes] for name, labels in provenance.items()}
 
 
-def _graph_order(probes: list[LayerProbe], mod: tvm.IRModule) -> list[LayerProbe]:
-    func = mod["main"]
-    order = {p.name: i for i, p in enumerate(func.params)}
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            order[binding.var.name] = len(order)
-    return sorted(probes, key=lambda p: order.get(p.float_tensor, len(order)))
-
-
 def _summary(
     method: str, percentile: float, calib: CalibrationData, held_out: CalibrationData, plan: QuantPlan
 ) -> dict:
     return {
         "mode": "calibrated",
         "method": method,
-        "percentile": percentile if method == "percentile" else None,
+        "percentile": percentile if method in ("percentile", "auto") else None,
         "calibration": {"source": calib.source, "samples": calib.count, "synthetic": calib.synthetic},
         "held_out": {"source": held_out.source, "samples": held_out.count},
         "quantized_ops": [{"composite": c.name, "bindings": list(c.members)} for c in plan.composites],

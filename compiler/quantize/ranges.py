@@ -18,6 +18,10 @@ read from its TensorStats (histogram.py).
                 clips more than ENTROPY_MAX_CLIPPED of the values: on a tensor whose values
                 sit away from 0 (a sigmoid's output) KL reaches 0 by putting every value in
                 the last bin, so the unguarded search would clip nearly all of them
+    mse         the range [a min, a max], a in MSE_GRID, with the least expected squared
+                quantisation error over the histogram (rounding inside, clipping outside)
+    auto        per tensor, the one of the four above whose range gives the least error
+                in the output of the layers that read the tensor (method_choice.py)
 
 Every range is then widened to include 0 (so that zero, the padding value, is exact).
 """
@@ -28,7 +32,9 @@ import numpy as np
 
 from vpuc.compiler.quantize.histogram import TensorStats
 
-METHODS = ("minmax", "percentile", "entropy")
+METHODS = ("minmax", "percentile", "entropy", "mse", "auto")
+RANGE_METHODS = METHODS[:4]  # what `auto` chooses among, per tensor (method_choice.py)
+MSE_GRID = np.linspace(0.05, 1.0, 96)
 DEFAULT_METHOD = "percentile"
 DEFAULT_PERCENTILE = 99.99
 ENTROPY_BINS = 2048
@@ -48,6 +54,8 @@ def tensor_range(
         lo, hi = percentile_range(stats, percentile)
     elif method == "entropy":
         lo, hi = entropy_range(stats)
+    elif method == "mse":
+        lo, hi = mse_range(stats)
     else:
         raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
     return min(float(lo), 0.0), max(float(hi), 0.0)
@@ -125,3 +133,31 @@ def _kl(p: np.ndarray | None, q: np.ndarray | None) -> float:
     p, q = p / p.sum(), q / q.sum()
     mask = p > 0
     return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
+
+
+def mse_range(stats: TensorStats) -> tuple[float, float]:
+    """The range [a min, a max] (a in MSE_GRID) with the least expected squared error of
+    int8 quantisation over the tensor's histogram: rounding error inside the range,
+    clipping error outside. Values exactly 0 are exact whatever the range and left out."""
+    centres = (stats.edges()[:-1] + stats.edges()[1:]) / 2.0
+    counts = stats.histogram.astype(np.float64).copy()
+    counts[stats.bins_per_side] = max(0.0, counts[stats.bins_per_side] - stats.exact_zeros)
+    used = counts > 0
+    centres, counts = centres[used], counts[used]
+    best, best_error = (stats.minimum, stats.maximum), np.inf
+    for fraction in MSE_GRID:
+        lo, hi = min(stats.minimum * fraction, 0.0), max(stats.maximum * fraction, 0.0)
+        error = quantization_error(centres, counts, lo, hi)
+        if error < best_error:
+            best, best_error = (lo, hi), error
+    return best
+
+
+def quantization_error(values: np.ndarray, weights: np.ndarray, lo: float, hi: float) -> float:
+    """sum(weights * (values - dequantize(quantize(values)))^2) for the int8 range [lo, hi]."""
+    if hi - lo <= 0.0:
+        return float(np.sum(weights * values**2))
+    scale = (hi - lo) / 255.0
+    zero = np.clip(np.round(-128.0 - lo / scale), -128, 127)
+    quantized = np.clip(np.round(values / scale) + zero, -128, 127)
+    return float(np.sum(weights * (values - (quantized - zero) * scale) ** 2))

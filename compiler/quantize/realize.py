@@ -56,12 +56,25 @@ class QuantizedTensor:
     role: str  # "output of vpu.conv2d_bias_act" or "input of the VPU"
 
 
+@dataclass(frozen=True)
+class Switch:
+    """A dequantize of the QDQ module and what it reads in float when its layers are off:
+    the input of the quantize it dequantizes (`float_source`), or the float constant
+    (`float_value`). It is on when any of `layers` (composite roots) is quantised."""
+
+    dequantized: str
+    layers: tuple[str, ...]
+    float_source: str | None = None
+    float_value: np.ndarray | None = None
+
+
 @dataclass
 class Realized:
     mod: tvm.IRModule
     provenance: dict[str, list[str]]
     tensors: list[QuantizedTensor] = field(default_factory=list)
     weights: dict[str, QParams] = field(default_factory=dict)  # core binding -> weight params
+    switches: list[Switch] = field(default_factory=list)  # every dequantize (switch.py)
 
 
 def realize(
@@ -70,16 +83,20 @@ def realize(
     params: dict[str, QParams],
     provenance: dict[str, list[str]],
     input_means: dict[str, np.ndarray] | None = None,
+    rounded_weights: dict[str, tuple[np.ndarray, QParams]] | None = None,
 ) -> Realized:
     """Insert quantize/dequantize around the planned composites (see the module docstring).
     `input_means` (per-channel means of MAC inputs over the calibration samples) turns on
-    bias correction: b -= E[(W_q - W) x], the mean error weight quantisation adds."""
+    bias correction: b -= E[(W_q - W) x], the mean error weight quantisation adds.
+    `rounded_weights` ({core binding: (int8 weight, params)}, adaround.py) replaces the
+    round-to-nearest weights of those cores."""
     func = mod["main"]
     realizer = _Realizer(mod, plan, params, provenance, BindingView.of(func), input_means or {})
+    realizer.rounded = rounded_weights or {}
     new_func = realizer.visit_expr(func)
     new_mod = mod.clone()
     new_mod.update_func(new_mod.get_global_var("main"), new_func)
-    return Realized(new_mod, realizer.provenance, realizer.tensors, realizer.weight_params)
+    return Realized(new_mod, realizer.provenance, realizer.tensors, realizer.weight_params, realizer.switches)
 
 
 def _qdq(op, data: relax.Expr, params: QParams) -> relax.Call:
@@ -110,6 +127,9 @@ class _Realizer(PyExprMutator):
         self.dq_for: dict[tuple[str, str], relax.Var] = {}  # (tensor, composite root) -> dequantize
         self.tensors: list[QuantizedTensor] = []
         self.weight_params: dict[str, QParams] = {}
+        self.switches: list[Switch] = []
+        self.rounded: dict[str, tuple[np.ndarray, QParams]] = {}
+        self.source_of_q: dict[str, str] = {}  # quantize binding -> the float tensor it reads
 
     # -- bindings -------------------------------------------------------------------------
 
@@ -132,6 +152,7 @@ class _Realizer(PyExprMutator):
         params = self.params[name]
         quantized = self._emit(f"{name}_q", _qdq(relax.op.quantize, self.new_vars[name], params), like=name)
         self.int8[name] = quantized
+        self.source_of_q[quantized.name] = name
         self.tensors.append(QuantizedTensor(name, quantized.name, params, f"output of {composite.name}"))
         readers = self.view.readers.get(name, [])
         if is_output:  # the model output, and what CPU ops read
@@ -139,9 +160,11 @@ class _Realizer(PyExprMutator):
                 f"{name}_out", _qdq(relax.op.dequantize, quantized, params), output=True, like=name
             )
             self.set_var_remap(old, out)
+            self.switches.append(Switch(out.name, (name,), float_source=name))
         elif any(r != OUTPUT and r not in self.member_of for r in readers):
             cpu = self._emit(f"{name}_dq", _qdq(relax.op.dequantize, quantized, params), like=name)
             self.set_var_remap(old, cpu)
+            self.switches.append(Switch(cpu.name, (name,), float_source=name))
 
     def _emit(self, base: str, value: relax.Expr, output: bool = False, like: str | None = None) -> relax.Var:
         """Bind `value`: an original binding (like=None) keeps its name; a new one is named
@@ -188,9 +211,11 @@ class _Realizer(PyExprMutator):
             return self._bias(name, array, composite)
         if name == composite.core:
             quantized, params = quantize_constant(array)
-            return self._emit(
+            var = self._emit(
                 f"{name}_const{index}", _qdq(relax.op.dequantize, relax.const(quantized), params), like=name
             )
+            self.switches.append(Switch(var.name, (composite.root,), float_value=array))
+            return var
         return arg
 
     def _dequantized_input(
@@ -202,6 +227,10 @@ class _Realizer(PyExprMutator):
             quantized = self._int8_of(tensor, consumer)
             self.dq_for[key] = self._emit(
                 f"{consumer}_in{index}", _qdq(relax.op.dequantize, quantized, params), like=consumer
+            )
+            producer = (tensor,) if tensor in self.root_of else ()
+            self.switches.append(
+                Switch(self.dq_for[key].name, (composite.root, *producer), float_source=tensor)
             )
         return self.dq_for[key]
 
@@ -217,12 +246,17 @@ class _Realizer(PyExprMutator):
 
     def _weight(self, core: str, weight: np.ndarray, composite: CompositePlan) -> relax.Var:
         call = self.view.values[core]
-        quantized, params = quantize_weight(weight, weight_channel_axis(call, composite.kind))
+        if core in self.rounded:
+            quantized, params = self.rounded[core]
+        else:
+            quantized, params = quantize_weight(weight, weight_channel_axis(call, composite.kind))
         self.weight_params[core] = params
         self.weight_errors[core] = params.dequantize(quantized) - weight
-        return self._emit(
+        var = self._emit(
             f"{core}_weight", _qdq(relax.op.dequantize, relax.const(quantized), params), like=core
         )
+        self.switches.append(Switch(var.name, (composite.root,), float_value=weight))
+        return var
 
     def _bias(self, name: str, bias: np.ndarray, composite: CompositePlan) -> relax.Var:
         core_call = self.view.values[composite.core]
@@ -240,6 +274,6 @@ class _Realizer(PyExprMutator):
             full = (full - shift.reshape(shape)).astype(np.float32)
         scale = bias_scale(self.params[composite.inputs[0]], self.weight_params[composite.core])
         quantized, params = quantize_bias(full, scale, axis)
-        return self._emit(
-            f"{name}_bias", _qdq(relax.op.dequantize, relax.const(quantized), params), like=name
-        )
+        var = self._emit(f"{name}_bias", _qdq(relax.op.dequantize, relax.const(quantized), params), like=name)
+        self.switches.append(Switch(var.name, (composite.root,), float_value=bias))
+        return var

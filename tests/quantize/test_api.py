@@ -27,7 +27,7 @@ def _compile(**options):
     [
         ({"calib_path": "x.npz", "calib_synthetic": 8}, "--calib and --calib-synthetic exclude each other"),
         ({"calib_synthetic": 0}, "--calib-synthetic 0: need at least 1 sample"),
-        ({"method": "kl"}, "--calib-method 'kl': known methods are minmax, percentile, entropy"),
+        ({"method": "kl"}, "--calib-method 'kl': known methods are minmax, percentile, entropy, mse, auto"),
         ({"percentile": 0.0}, "--percentile 0: must be in (0, 100]"),
         ({"percentile": 100.5}, "--percentile 100.5: must be in (0, 100]"),
     ],

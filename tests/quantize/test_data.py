@@ -55,7 +55,27 @@ def test_synthetic_split_is_seeded_and_disjoint():
     assert np.array_equal(first.calibration.samples["input"], again.calibration.samples["input"])
     assert first.held_out.count == max(MIN_SYNTHETIC_HELD_OUT, 8)
     assert not np.isin(first.held_out.samples["input"], first.calibration.samples["input"]).any()
-    assert "synthetic" in first.warnings[0] and not first.held_out.samples["mask"].any()
+    assert "synthetic" in first.warnings[0]
+    masks = first.held_out.samples["mask"]  # an integer input no Gather reads: padding masks
+    assert set(np.unique(masks)) <= {0, 1} and masks[..., 0].all()
+    lengths = masks.sum(axis=-1)
+    assert np.array_equal(masks, np.arange(masks.shape[-1]) < lengths[..., None])
+
+
+def test_synthetic_token_ids_stay_inside_the_gather_tables():
+    """The sentence encoder's ids index a 2048-row word table and a 2-row type table; its
+    mask is a padding mask. Ids are spread over the table (not all 0, as they once were)."""
+    from vpuc.compiler.frontend import import_model
+    from vpuc.compiler.quantize.data import gather_table_sizes, synthetic_calibration
+    from vpuc.examples import sentence_encoder
+
+    imported = import_model(sentence_encoder.sentence_encoder(layers=1))
+    assert gather_table_sizes(imported.onnx_model) == {"input_ids": 2048, "token_type_ids": 2}
+    data = synthetic_calibration(imported.inputs, 16, seed=0, onnx_model=imported.onnx_model)
+    ids, types, mask = (data.samples[n] for n in ("input_ids", "token_type_ids", "attention_mask"))
+    assert ids.min() >= 0 and ids.max() < 2048 and len(np.unique(ids)) > 400
+    assert set(np.unique(types)) == {0, 1} and set(np.unique(mask)) == {0, 1} and mask[..., 0].all()
+    assert ids.dtype == np.int64 and data.synthetic
 
 
 @pytest.mark.parametrize(
