@@ -99,7 +99,6 @@ def run_command(args) -> int:
         "outputs": [_summary(name, array) for name, array in outputs.items()],
         "check": check,
         **stats.to_json(),
-        "nonfinite": nonfinite,
     }
     if args.json:
         print(json.dumps(_json_safe(result), indent=2, allow_nan=False))
