@@ -41,11 +41,11 @@ from vpuc.compiler.lower import (
     LowerError,
     VpuProgram,
     join_host,
+    lower_function,
     lower_partitioned,
-    lower_subgraph,
     vpu_functions,
 )
-from vpuc.compiler.lower.extract import extract_subgraph
+from vpuc.compiler.lower.edges import channels_first_inputs
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
 from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions
@@ -221,10 +221,11 @@ def _estimator(target: Target, provenance):
 
     def estimate(raw: tvm.IRModule) -> dict[int, int]:
         found = {}
-        for index, (_, func) in enumerate(vpu_functions(raw)):
+        edges = channels_first_inputs(raw)
+        for index, (gv, func) in enumerate(vpu_functions(raw)):
             try:
-                subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
-                found[index] = lower_subgraph(subgraph, target).estimate["cycles"]
+                program = lower_function(func, index, edges.get(gv, set()), target, provenance)
+                found[index] = program.estimate["cycles"]
             except LowerError:
                 continue
         return found

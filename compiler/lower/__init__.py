@@ -39,6 +39,7 @@ __all__ = [
     "LowerError",
     "VpuProgram",
     "join_host",
+    "lower_function",
     "lower_partitioned",
     "lower_subgraph",
     "vpu_functions",
@@ -68,21 +69,34 @@ def _is_vpu(func) -> bool:
 def lower_partitioned(
     mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]]
 ) -> list[VpuProgram]:
-    """One program per VPU function; symbols are unique to the program's content. An input
-    the host quantises right after transposing it NCHW -> NHWC may be taken channels-first:
-    the program's DMA does the transpose (edges.py) and join_host drops the host's; that is
-    chosen when the VPU's extra time is less than the host transpose it saves."""
+    """One program per VPU function; symbols are unique to the program's content."""
     programs = []
     edges = channels_first_inputs(mod)
     for index, (gv, func) in enumerate(vpu_functions(mod)):
-        subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
-        program = lower_subgraph(subgraph, target)
-        if take_channels_first(subgraph, edges.get(gv, set())):
-            program = cheaper_edge(program, lower_subgraph(subgraph, target), target)
+        program = lower_function(func, index, edges.get(gv, set()), target, provenance)
         digest = hashlib.sha256(program.program.to_bytes() + program.blob).hexdigest()[:12]
         program.symbol = f"vpuc_{digest}_sg{index}"
         programs.append(program)
     return programs
+
+
+def lower_function(
+    func: relax.Function,
+    index: int,
+    channels_first: set[int],
+    target: Target,
+    provenance: dict[str, list[str]],
+) -> VpuProgram:
+    """The program of VPU function `index` of a module. `channels_first` are the parameters
+    the host quantises right after transposing them NCHW -> NHWC (channels_first_inputs):
+    the program may take them channels-first, its DMA doing the transpose (edges.py; join_host
+    drops the host's), when the VPU's extra time is less than the host transpose it saves.
+    The partitioner's profitability rule estimates a subgraph with this same function."""
+    subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
+    program = lower_subgraph(subgraph, target)
+    if take_channels_first(subgraph, channels_first):
+        program = cheaper_edge(program, lower_subgraph(subgraph, target), target)
+    return program
 
 
 def join_host(mod: tvm.IRModule, programs: list[VpuProgram], reference: bool = False) -> tvm.IRModule:

@@ -185,9 +185,7 @@ def _binding(subgraph, storages, placement: Placement, name: str) -> Binding:
     if view.nchw:  # the host hands it over channels-first
         n, h, w, c = spec.shape
         return Binding(name, (n, c, h, w), spec.q.scale, spec.q.zero_point, storage.address, "NCHW")
-    return Binding(
-        name, spec.shape, spec.q.scale, spec.q.zero_point, storage.address, "NCHW" if view.nchw else "NHWC"
-    )
+    return Binding(name, spec.shape, spec.q.scale, spec.q.zero_point, storage.address, "NHWC")
 
 
 def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak: int):

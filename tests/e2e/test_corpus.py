@@ -39,8 +39,8 @@ KNOWN_CPU_BY_MODEL = {
         "vpu-plus": {"Conv", "Relu", "Reshape"},
     },
     "tflite_dscnn_int8io": {
-        "vpu": {"Conv", "AveragePool", "Reshape", "MatMul"},
-        "vpu-plus": {"Conv", "Reshape"},
+        "vpu": {"Conv", "Relu", "AveragePool", "Reshape", "MatMul"},
+        "vpu-plus": {"Conv", "Relu", "Reshape"},
     },
 }
 

@@ -33,13 +33,16 @@ def compiled(request, zoo_dir):
 
 
 def _simulate(prepared, program, seed=0):
+    """Random int8 inputs -> (inputs as the subgraph's Relax shapes say (NHWC), the simulator's
+    result, outputs). An input the program takes channels-first (its DMA transposes it:
+    compiler/lower/edges.py) is written to DRAM as NCHW."""
     rng = np.random.default_rng(seed)
     image = np.zeros(program.dram_bytes, np.uint8)
     image[: len(program.blob)] = np.frombuffer(program.blob, np.uint8)
     inputs = {}
     for b in program.inputs:
         x = rng.integers(-128, 128, b.shape).astype(np.int8)
-        inputs[b.name] = x
+        inputs[b.name] = x.transpose(0, 2, 3, 1) if b.layout == "NCHW" else x
         image[b.dram_address : b.dram_address + x.size] = x.reshape(-1).view(np.uint8)
     result = Simulator(prepared.target).run(program.program, image)
     outputs = {
