@@ -11,6 +11,7 @@ import json
 import numpy as np
 import onnx
 import pytest
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 from vpuc.compiler import compile_model
 from vpuc.examples import zoo
@@ -129,3 +130,32 @@ def test_an_int8_artifact_with_every_op_on_the_cpu_checks_against_float(vpuc, fi
     assert compiled.returncode == 0, compiled.stderr
     report, code = _run(vpuc, tmp_path / "p.vpub", model)
     assert code == 0 and report["check"]["passed"] and report["cycles"]["vpu"] == 0
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self, name: str, shape, count: int = 8) -> None:
+        rng = np.random.default_rng(1)
+        self.batches = iter([{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(count)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def test_qdq_model_from_onnxruntime_quantize_static(vpuc, tmp_path):
+    """A QDQ model written by another tool keeps its own scales and runs on the VPU."""
+    b = GraphBuilder("plain_cnn", seed=6)
+    y = b.op("Relu", [b.conv("x", "conv1", 3, 16)], "relu1")
+    y = b.op("MaxPool", [y], "pool", kernel_shape=[2, 2], strides=[2, 2])
+    y = b.op("Relu", [b.conv(y, "conv2", 16, 32)], "relu2")
+    y = b.global_pool_classifier(y, 32, 10)
+    float_path, qdq_path = tmp_path / "m.onnx", tmp_path / "m.qdq.onnx"
+    onnx.save(b.model({"x": [1, 3, 16, 16]}, {y: [1, 10]}), float_path)
+    quantize_static(
+        str(float_path), str(qdq_path), _Reader("x", [1, 3, 16, 16]), quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
+    )  # fmt: skip
+    artifact = compile_model(qdq_path, target="vpu")
+    assert artifact.manifest["vpu_programs"], [(o["name"], o["reason"]) for o in artifact.report["ops"]]
+    report, code = _run(vpuc, artifact.save(tmp_path / "q.vpub"), float_path)
+    assert report["cycles"]["vpu"] > 0
+    assert all(o["max_lsb"] <= 1 for o in report["check"]["qdq"]["outputs"]), report["check"]["qdq"]
