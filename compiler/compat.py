@@ -98,6 +98,27 @@ def build_host(mod: tvm.IRModule, llvm_target: str) -> relax.VMExecutable:
     return relax.build(mod, target=tvm.target.Target(llvm_target))
 
 
+# --- the host CPU, as LLVM inside TVM sees it (compiler/tune/host.py) -----------------
+
+
+def llvm_host_cpu_name() -> str:
+    """LLVM's name for the CPU this process runs on (e.g. "znver3")."""
+    return str(tvm.target.codegen.llvm_get_system_cpu())
+
+
+def llvm_process_triple() -> str:
+    return str(tvm.target.codegen.llvm_get_system_triple())
+
+
+def llvm_is_valid_cpu(cpu: str, triple: str) -> bool:
+    return bool(tvm.target.codegen.llvm_is_valid_cpu(cpu, triple))
+
+
+def llvm_target_features(target: tvm.target.Target) -> set[str]:
+    """The LLVM features a target's code may use (its mcpu's, with mattr applied)."""
+    return set(tvm.target.codegen.llvm_get_cpu_features(target))
+
+
 def virtual_machine(executable, device=None) -> relax.VirtualMachine:
     return relax.VirtualMachine(executable, device or tvm.cpu())
 

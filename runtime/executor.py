@@ -19,6 +19,7 @@ import tvm
 from tvm import relax
 
 from vpuc.runtime.artifact import Artifact, ArtifactError
+from vpuc.runtime.host_check import check_host_target
 from vpuc.runtime.inputs import check_inputs
 from vpuc.runtime.manifest import check_manifest
 from vpuc.runtime.stats import HostOp, RunStats, run_stats
@@ -34,6 +35,7 @@ class Executable:
         self.artifact = artifact
         self.source = source
         self.target = check_manifest(artifact.manifest, artifact.members, source)
+        check_host_target(artifact.manifest, source)
         self._calls: list[CallRecord] = []
         self._host_ops: list[HostOp] = []
         self.vpu_calls = [
