@@ -56,7 +56,9 @@ def build_host_library(
     except CompileError:
         raise
     except Exception as exc:  # TVM raises TVMError, ValueError, InternalError...
-        raise CompileError(f"{name}: host build (relax.build, {host.key()}) failed: {last_line(exc)}") from None
+        raise CompileError(
+            f"{name}: host build (relax.build, {host.key()}) failed: {last_line(exc)}"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="vpuc-build-") as workdir:
         path = Path(workdir) / "host.so"
         try:

@@ -137,8 +137,8 @@ def metaschedule():
     worker; that package parses ~500 TVMScript intrinsics for CUDA, ROCm, Hexagon, Arm...
     at import: 40 s to over 3 minutes on this machine. CPU float kernels need none of
     them, int8 kernels only their CPU's: the package is registered empty and the module
-    of this machine's architecture imported (x86: 0.7 s; Arm: 4 s). Call it (or pass it as a worker initializer) before any
-    MetaSchedule use."""
+    of this machine's architecture imported (x86: 0.7 s; Arm: 4 s). Call it (or pass it
+    as a worker initializer) before any MetaSchedule use."""
     import platform
     import sys
     import types

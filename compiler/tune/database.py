@@ -105,10 +105,8 @@ def open_for_tuning(path: str | Path, host: HostTarget) -> TuningDatabase:
     if (path / META).is_file():
         db = open_database(path, host, must_exist=True)
         if db.records is None:
-            raise CompileError(
-                f"{path}: holds records for another target ({_describe(target_identity(db.meta['host_target']))}); "
-                "give another --db"
-            )
+            theirs = _describe(target_identity(db.meta["host_target"]))
+            raise CompileError(f"{path}: holds records for another target ({theirs}); give another --db")
         return db
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -142,8 +140,8 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 def _describe(identity: dict[str, Any]) -> str:
-    mattr = ",".join(identity["mattr"])
-    return f"{identity['arch']} {identity['mcpu']}{' ' + mattr if mattr else ''} num-cores={identity['num-cores']}"
+    mattr = " " + ",".join(identity["mattr"]) if identity["mattr"] else ""
+    return f"{identity['arch']} {identity['mcpu']}{mattr} num-cores={identity['num-cores']}"
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
