@@ -51,9 +51,11 @@ class HostTarget:
     def key(self) -> str:
         """One line naming the target, for tuning databases and messages."""
         mattr = ",".join(self.fields.get("mattr", []))
-        return f"{self.fields['kind']} {self.fields['mtriple']} {self.fields['mcpu']}" + (
-            f" {mattr}" if mattr else ""
-        ) + f" num-cores={self.num_cores}"
+        return (
+            f"{self.fields['kind']} {self.fields['mtriple']} {self.fields['mcpu']}"
+            + (f" {mattr}" if mattr else "")
+            + f" num-cores={self.num_cores}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """What the manifest records (`host_target`)."""
