@@ -2,6 +2,7 @@
 
     vpuc compile MODEL --target T -o OUT.vpub   compile an ONNX model
     vpuc tune MODEL --target T [--time-budget M] tune its host kernels into a database
+    vpuc calibrate-host [--target T]            fit [host] cost figures to this machine
     vpuc optimize MODEL [--target T] [--json]   run the graph passes, print the fusion audit
     vpuc partition MODEL --target T [--json]    where each op runs and why, what crosses
     vpuc run OUT.vpub [--inputs X.npz] ...      run an artifact (TVM VM + VPU simulator)
@@ -102,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_partition_options(p)
     _add_calibration_options(p)
     p.set_defaults(handler=_tune)
+
+    p = sub.add_parser("calibrate-host", help="fit the partitioner's [host] cost figures to this machine")
+    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument("--db", metavar="DIR", help="time kernels with this tuning database's records")
+    p.add_argument("--json", action="store_true", help="print every probe's figures as JSON")
+    p.set_defaults(handler=_calibrate_host)
 
     p = sub.add_parser("partition", help="report where each op runs (VPU or CPU) and why")
     p.add_argument("model", help="ONNX model file")
@@ -378,6 +385,18 @@ def _tune(args) -> int:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print_tune_report(result)
+    return 0
+
+
+def _calibrate_host(args) -> int:
+    from vpuc.compiler.reports import print_calibration
+    from vpuc.compiler.tune.calibrate import fit
+
+    calibration = fit(args.target, args.db)
+    if args.json:
+        print(json.dumps(calibration.to_json(), indent=2))
+    else:
+        print_calibration(calibration)
     return 0
 
 

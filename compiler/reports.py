@@ -119,6 +119,19 @@ def print_tune_report(result) -> None:
     console.print(f"{result.stored} of {len(result.tasks)} tasks have a tuned record in {result.database}")
 
 
+def print_calibration(calibration) -> None:
+    """Measured vs fitted latency per probe, then the [host] table to paste."""
+    console = _console()
+    table = _table("Host kernels: measured vs the fitted cost model", "probe", "MACs", "bytes",
+                   "measured (us)", "model (us)")  # fmt: skip
+    for row in calibration.rows:
+        table.add_row(row["probe"], str(row["macs"]), str(row["bytes"]), f"{row['measured_us']:.1f}",
+                      f"{row['predicted_us']:.1f}")  # fmt: skip
+    console.print(table)
+    console.print(f"median relative error {calibration.median_error:.0%}; paste into the target's TOML:")
+    console.print(calibration.toml(), markup=False)
+
+
 def _us(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 

@@ -96,8 +96,12 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
     for i in spatial:
         if i == vec_axis:
             factor = _largest_divisor(extents[i], options.vector_lanes)
-            vo, vi = sch.split(loops[i], [None, factor])
+            # No other axis to tile (a GEMV): several vectors of this one share each load
+            # of the other input and use whole cache lines of the weights.
+            reg = _largest_divisor(extents[i] // factor, REG_TILE_MAX) if reg_axis is None else 1
+            vo, vr, vi = sch.split(loops[i], [None, reg, factor])
             outer.append(vo)
+            inner_reg.append(vr)
             inner_vec.append(vi)
         elif i == reg_axis:
             factor = _largest_divisor(extents[i], REG_TILE_MAX)
