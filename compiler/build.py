@@ -96,6 +96,7 @@ def schedule_host_module(
         "tasks": len(tasks),
         "tuned_tasks": tuned,
         "tuning_database": str(database.path) if database and database.records else None,
+        "unreplayable_records": database.unreplayable if database and database.records else 0,
         "schedule_s": round(time.perf_counter() - start, 4),
     }
     return lowered, report

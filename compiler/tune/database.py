@@ -61,19 +61,24 @@ class TuningDatabase:
     meta: dict[str, Any]
     records: Any  # ms.database.JSONDatabase
     warnings: list[str] = field(default_factory=list)
+    unreplayable: int = 0  # lookups whose record did not replay
 
     @property
     def tasks(self) -> dict[str, Any]:
         return self.meta.setdefault("tasks", {})
 
     def lookup(self, task_mod: tvm.IRModule, target: tvm.target.Target) -> tvm.tirx.PrimFunc | None:
-        """The best recorded schedule of a task, applied to it; None when not recorded."""
+        """The best recorded schedule of a task, applied to it; None when not recorded, or
+        when the record does not replay on it: MetaSchedule matches kernels structurally,
+        ignoring block names, but its traces find blocks by name, and a reduction's block
+        is named after the model's tensor (the same kernel in two models can differ)."""
         if not self.records.has_workload(task_mod):
             return None
         try:
             sch = self.records.query_schedule(task_mod, target, "main")
-        except Exception as exc:  # a record that no longer replays (TVM changed)
-            raise CompileError(f"{self.path / RECORDS}: a record does not replay: {last_line(exc)}") from None
+        except Exception:  # ScheduleError: a block of the trace is named otherwise here
+            self.unreplayable += 1
+            return None
         if sch is None:
             return None
         return sch.mod["main"].with_attr("tirx.is_scheduled", True)
