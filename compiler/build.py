@@ -81,9 +81,10 @@ def schedule_host_module(
     lowered = lower_to_kernels(mod, host.target)
     tasks = extract_tasks(lowered)
     options = schedule_options(host)
+    usable = database if database is not None and database.records is not None else None
     tuned = 0
     for task in tasks:
-        kernel = database.lookup(task.mod, host.target) if database and database.records else None
+        kernel = usable.lookup(task.mod, host.target) if usable else None
         tuned += kernel is not None
         for name in task.kernels:
             original = lowered[name]
@@ -95,8 +96,8 @@ def schedule_host_module(
         "target": host.to_json()["target"],
         "tasks": len(tasks),
         "tuned_tasks": tuned,
-        "tuning_database": str(database.path) if database and database.records else None,
-        "unreplayable_records": database.unreplayable if database and database.records else 0,
+        "tuning_database": str(usable.path) if usable else None,
+        "unreplayable_records": usable.unreplayable if usable else 0,
         "schedule_s": round(time.perf_counter() - start, 4),
     }
     return lowered, report
