@@ -89,7 +89,9 @@ def test_database_of_another_target_is_ignored_with_a_warning(vpuc, zoo_db, zoo_
         (META, '{"format": "vpuc-tuning", "format_version": 99, "host_target": {}}', "version 99"),
     ],
 )
-def test_corrupt_database_is_refused_with_one_line(vpuc, zoo_db, zoo_dir, tmp_path, member, content, fragment):
+def test_corrupt_database_is_refused_with_one_line(
+    vpuc, zoo_db, zoo_dir, tmp_path, member, content, fragment
+):
     broken = tmp_path / "broken"
     shutil.copytree(zoo_db, broken)
     (broken / member).write_text(content)
@@ -102,7 +104,9 @@ def test_corrupt_database_is_refused_with_one_line(vpuc, zoo_db, zoo_dir, tmp_pa
 
 
 def test_missing_database_is_refused(vpuc, zoo_dir, tmp_path):
-    result = vpuc("compile", zoo_dir / "tinyconvnet.onnx", "-o", tmp_path / "t.vpub", "--db", tmp_path / "none")
+    result = vpuc(
+        "compile", zoo_dir / "tinyconvnet.onnx", "-o", tmp_path / "t.vpub", "--db", tmp_path / "none"
+    )
     assert result.returncode == 2 and "no tuning database" in result.stderr
 
 
