@@ -36,7 +36,12 @@ from vpuc.compiler.tune.host import HostTarget
 from vpuc.compiler.tune.tasks import Task
 
 TRIALS_PER_TASK = 256
-MAX_TRIALS_PER_ITER = 64
+MAX_TRIALS_PER_ITER = 32
+# With the random cost model, evolving a big population between rounds buys nothing but
+# minutes per round (MetaSchedule's default is 512 x 4 iterations): a small population
+# around the measured best keeps rounds short, so a time budget reaches every task.
+POPULATION = 64
+GENETIC_ITERS = 1
 EVOLUTION_MIN_TRIALS_PER_TASK = 16  # below: random samples of the space (replay-trace)
 MIN_SPEEDUP = 1.05  # a record is kept only when this much faster than the default
 TIMING_REPEATS = 20
@@ -108,14 +113,14 @@ def tune_tasks(
     start = time.perf_counter()
     # The evolutionary search spends seconds per round evolving a population of 512; with a
     # few trials per task, sampling the space at random measures more candidates.
-    strategy = "evolutionary" if trials >= EVOLUTION_MIN_TRIALS_PER_TASK * len(tasks) else "replay-trace"
+    evolve = trials >= EVOLUTION_MIN_TRIALS_PER_TASK * len(tasks)
     with tempfile.TemporaryDirectory(prefix="vpuc-tune-") as work:
         contexts = [
             ms.TuneContext(
                 mod=task.mod,
                 target=host.target,
                 space_generator="post-order-apply",
-                search_strategy=strategy,
+                search_strategy=_strategy(ms, evolve),
                 task_name=task.name,
                 rand_state=seed + i,
                 num_threads=host.num_cores,
@@ -143,6 +148,12 @@ def tune_tasks(
         outcomes = [_keep_best(task, work_db, db, host, model_name, min_speedup) for task in tasks]
     tuning_db.save(db)
     return TuneResult(Path(db_dir), bar.trials, time.perf_counter() - start, outcomes)
+
+
+def _strategy(ms, evolve: bool):
+    if not evolve:
+        return "replay-trace"
+    return ms.search_strategy.EvolutionarySearch(population_size=POPULATION, genetic_num_iters=GENETIC_ITERS)
 
 
 def _keep_best(task: Task, work_db, db, host: HostTarget, model_name: str, min_speedup: float) -> TaskOutcome:
