@@ -8,9 +8,9 @@
 
 Budget: --trials N candidates in all (default TRIALS_PER_TASK per task) and/or
 --time-budget minutes, whichever ends first: when time is up every task is terminated and
-the search stops after the batch in flight. MetaSchedule's cost model here is "random"
-(its default, XGBoost, is a dependency we do not pin): the search still keeps the
-measured best of each batch and mutates it.
+the search stops after the batch in flight (rounds of at most MAX_TRIALS_PER_ITER).
+MetaSchedule's cost model here is "random" (its default, XGBoost, is a dependency we do
+not pin): the search still keeps the measured best of each batch and mutates it.
 
 A MetaSchedule candidate is not trusted: on this TVM one random point of the attention
 kernel's space computed wrong results, so every record is validated before it is stored.
@@ -111,8 +111,7 @@ def tune_tasks(
     if trials < 1:
         raise CompileError(f"--trials: must be at least 1, got {trials}")
     start = time.perf_counter()
-    # The evolutionary search spends seconds per round evolving a population of 512; with a
-    # few trials per task, sampling the space at random measures more candidates.
+    # With a few trials per task, random samples of the space (no evolution) measure more.
     evolve = trials >= EVOLUTION_MIN_TRIALS_PER_TASK * len(tasks)
     with tempfile.TemporaryDirectory(prefix="vpuc-tune-") as work:
         contexts = [
