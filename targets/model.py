@@ -101,6 +101,11 @@ class HostOptions:
     def seconds(self, cycles: float) -> float:
         return cycles / (self.clock_mhz * 1e6)
 
+    def to_json(self) -> dict[str, Any]:
+        """The [host] table as the TOML spells it (what target_from_json reads back)."""
+        figures = ("clock_mhz", "macs_per_cycle", "bytes_per_cycle", "op_overhead_cycles")
+        return {**self.tvm_target_fields(), **{name: getattr(self, name) for name in figures}}
+
 
 @dataclass(frozen=True)
 class Target:
@@ -134,7 +139,7 @@ class Target:
             "name": self.name,
             "kind": self.kind,
             "description": self.description,
-            "host": {name: getattr(self.host, name) for name in HostOptions.__dataclass_fields__},
+            "host": self.host.to_json(),
             "numerics": {"requant": self.numerics.requant},
         }
         if self.hardware is not None:
