@@ -31,7 +31,9 @@ HOST_LIBRARY = "host.so"
 class Executable:
     """A loaded artifact, ready to run; `run(inputs) -> outputs` by graph names."""
 
-    def __init__(self, artifact: Artifact, source: str = "<artifact>") -> None:
+    def __init__(self, artifact: Artifact, source: str = "<artifact>", time_host_ops: bool = True) -> None:
+        """`time_host_ops=False` leaves out the per-op wall times of `last_run` (a Python
+        callback around every VM call: 2-4x the latency of a small model's run)."""
         self.artifact = artifact
         self.source = source
         self.target = check_manifest(artifact.manifest, artifact.members, source)
@@ -57,7 +59,10 @@ class Executable:
             self._vm = relax.VirtualMachine(module, tvm.cpu())
         except Exception as exc:  # TVM raises its own error types
             raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
-        self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+        self._time_host_ops = time_host_ops
+        if time_host_ops:
+            if self._time_host_ops:
+                self._vm.set_instrument(tvm_ffi.convert(self._instrument))
         self._open: dict[str, float] = {}
 
     @classmethod
@@ -108,7 +113,7 @@ class Executable:
                 self._vm[spec["entry"]](*[tvm.runtime.tensor(arrays[s["name"]]) for s in self.inputs])
             )
         finally:
-            self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+            self._vm.set_instrument(tvm_ffi.convert(self._instrument) if self._time_host_ops else None)
         return captured, dict(zip([s["name"] for s in self.outputs], result, strict=True))
 
     def run(self, inputs: dict[str, np.ndarray], source: str | None = None) -> dict[str, np.ndarray]:
