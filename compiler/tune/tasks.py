@@ -36,6 +36,7 @@ class Task:
 
 def lower_to_kernels(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """The host graph with every op legalised to TIR and fused into kernels."""
+    mod = _distinct_vars(mod)
     with target:
         passes = [
             relax.backend.DispatchSampling(),
@@ -47,6 +48,17 @@ def lower_to_kernels(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModu
             relax.transform.FuseTIR(),
         ]
         return tvm.transform.Sequential(passes)(mod)
+
+
+def _distinct_vars(mod: tvm.IRModule) -> tvm.IRModule:
+    """Each Relax function with variables of its own: FuseOps refuses a module whose
+    functions share one ("appears at multiple definition sites"), and a VPU artifact's
+    QDQ reference entry is built from main's parameters (compiler/lower)."""
+    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gv, func in mod.functions.items():
+        if isinstance(func, relax.Function) and gv.name_hint != "main":
+            out[gv] = relax.utils.copy_with_new_vars(func)
+    return out
 
 
 def task_module(kernel: tirx.PrimFunc) -> tvm.IRModule:
