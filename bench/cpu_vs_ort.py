@@ -6,7 +6,7 @@ stored inputs). For each:
     untuned  `vpuc compile --target cpu` (default schedules, compiler/tune/defaults.py)
     tuned    `vpuc tune --time-budget MIN` (its own process) into DB_ROOT/<model>, then
              `vpuc compile --db DB_ROOT/<model>` (skipped with --no-tune; with
-             --reuse-db an existing database is used as it is)
+             --reuse-db the databases already there are used and nothing is tuned)
 
 and onnxruntime (CPU provider, full graph optimisation) on the same inputs. Both run with
 the same number of threads: the host target's num-cores (TVM_NUM_THREADS and
@@ -100,9 +100,9 @@ def measure(name: str, args) -> dict:
     untuned, compile_untuned = timed_compile(model, inputs, None)
     row = {"compile_s_untuned": compile_untuned, "tasks": untuned.report["host_build"]["tasks"]}
     runs = {"untuned": Executable(untuned, time_host_ops=False)}
-    if not args.no_tune:
-        db = Path(args.db_root) / name
-        if not (args.reuse_db and (db / META).is_file()):
+    db = Path(args.db_root) / name
+    if not args.no_tune and not (args.reuse_db and not (db / META).is_file()):
+        if not args.reuse_db:
             row["tune_s"] = tune(model, inputs, db, args)
         tuned, row["compile_s_tuned"] = timed_compile(model, inputs, db)
         row["tuned_tasks"] = tuned.report["host_build"]["tuned_tasks"]
@@ -124,7 +124,10 @@ def main() -> int:
     parser.add_argument("--trials", type=int, help="cap on tuning candidates per model (default: vpuc's)")
     parser.add_argument("--db-root", default=str(OUT_DIR / "tuning"), help="one tuning database per model")
     parser.add_argument("--no-tune", action="store_true", help="untuned figures only")
-    parser.add_argument("--reuse-db", action="store_true", help="use existing databases without tuning")
+    parser.add_argument(
+        "--reuse-db", action="store_true",
+        help="use the databases already in --db-root, tune nothing (models without one: untuned only)",
+    )  # fmt: skip
     args = parser.parse_args()
     args.repeats = max(args.repeats, MIN_REPEATS)
     names = args.models.split(",") if args.models else [*zoo.MODELS, *FIXTURES]
