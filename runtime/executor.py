@@ -61,8 +61,7 @@ class Executable:
             raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
         self._time_host_ops = time_host_ops
         if time_host_ops:
-            if self._time_host_ops:
-                self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+            self._vm.set_instrument(tvm_ffi.convert(self._instrument))
         self._open: dict[str, float] = {}
 
     @classmethod
