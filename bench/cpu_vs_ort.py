@@ -98,7 +98,11 @@ def measure(name: str, args) -> dict:
     options.intra_op_num_threads = THREADS
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     untuned, compile_untuned = timed_compile(model, inputs, None)
-    row = {"compile_s_untuned": compile_untuned, "tasks": untuned.report["host_build"]["tasks"]}
+    row = {
+        "compile_s_untuned": compile_untuned,
+        "tasks": untuned.report["host_build"]["tasks"],
+        "latency_ratio_tuned": None,
+    }  # None: not tuned in this run (--no-tune, or no database)
     runs = {"untuned": Executable(untuned, time_host_ops=False)}
     db = Path(args.db_root) / name
     if not args.no_tune and not (args.reuse_db and not (db / META).is_file()):
