@@ -1,59 +1,169 @@
-"""CPU path latency against onnxruntime, per zoo model, in one run.
+"""CPU path latency against onnxruntime, untuned and tuned, per model, in one run.
 
-For each zoo model: compile with --target cpu (relax.build, llvm, no tuning), load the
-artifact, and time `Executable.run` on seeded inputs; time onnxruntime (default session
-options, i.e. its full graph optimisation, CPU provider) on the same inputs in the same
-process. Both are timed as the median of REPEATS calls after WARMUP calls. The figure is
-latency_ratio = ours / onnxruntime (lower is better; 1.0 = parity). No goal yet: untuned
-TVM host code is expected to be slower than onnxruntime's hand-written kernels.
+Models: every zoo model and the real-export fixtures of tests/fixtures/exports (their
+stored inputs). For each:
 
-    python bench/cpu_vs_ort.py [--repeats N]
-writes bench/out/cpu_vs_ort.json: {"models": {name: {"latency_ratio", "ours_ms", "ort_ms"}}}
+    untuned  `vpuc compile --target cpu` (default schedules, compiler/tune/defaults.py)
+    tuned    `vpuc tune --time-budget MIN` (its own process) into DB_ROOT/<model>, then
+             `vpuc compile --db DB_ROOT/<model>` (skipped with --no-tune; with
+             --reuse-db the databases already there are used and nothing is tuned)
+
+and onnxruntime (CPU provider, full graph optimisation) on the same inputs. Both run with
+the same number of threads: the host target's num-cores (TVM_NUM_THREADS and
+intra_op_num_threads). Latency is the median of REPEATS calls (>= 20) after WARMUP calls,
+of `Executable.run` (what `vpuc run` calls; without the per-op timing callbacks behind
+`vpuc run`'s host-op table, `time_host_ops=False`) and of `InferenceSession.run`. The figure is
+latency_ratio = ours / onnxruntime (lower is better; 1.0 = parity). Goals (issue 14):
+untuned <= 3x on every model, tuned <= 1.25x with 10 minutes of tuning per model.
+Compile time is the wall time of compile_model without and with the database.
+
+    python bench/cpu_vs_ort.py [--tune-minutes 10] [--models a,b] [--no-tune] [--reuse-db]
+writes bench/out/cpu_vs_ort.json: {"tune_minutes", "threads", "models": {name: {
+    "latency_ratio_untuned", "latency_ratio_tuned", "untuned_ms", "tuned_ms", "ort_ms",
+    "compile_s_untuned", "compile_s_tuned", "tuned_tasks", "tasks", "tune_s"}}}
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-import onnxruntime as ort
-from rich.console import Console
-from rich.table import Table
+from vpuc.compiler.tune.host import machine_cores
+
+THREADS = machine_cores()
+os.environ.setdefault("TVM_NUM_THREADS", str(THREADS))  # before TVM starts its thread pool
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median_seconds, write_json  # noqa: E402
+from _common import OUT_DIR, median_seconds, write_json  # noqa: E402
 
 from vpuc.compiler import compile_model  # noqa: E402
+from vpuc.compiler.tune.database import META  # noqa: E402
 from vpuc.examples import zoo  # noqa: E402
 from vpuc.runtime.executor import Executable  # noqa: E402
 
+EXPORTS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "exports"
+FIXTURES = ["torch_small_cnn", "torch_upsample_pad", "torch_transformer_block", "tf2onnx_style",
+            "paddle_style", "constant_weights"]  # fmt: skip
+MIN_REPEATS = 20
 
-def measure(name: str, repeats: int) -> dict:
-    model = zoo.build(name)
-    inputs = zoo.sample_inputs(model, seed=0)
-    executable = Executable(compile_model(model, target="cpu"))
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    ours_s = median_seconds(lambda: executable.run(inputs), repeats)
-    ort_s = median_seconds(lambda: session.run(None, inputs), repeats)
-    return {"latency_ratio": ours_s / ort_s, "ours_ms": ours_s * 1e3, "ort_ms": ort_s * 1e3}
+
+def load(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    if name in zoo.MODELS:
+        model = zoo.build(name)
+        return model, zoo.sample_inputs(model, seed=0)
+    model = onnx.load(EXPORTS / f"{name}.onnx")
+    stored = np.load(EXPORTS / f"{name}.npz")
+    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    return model, {n: stored[n] for n in names}
+
+
+def timed_compile(model, inputs, db):
+    start = time.perf_counter()
+    shapes = {name: array.shape for name, array in inputs.items()}  # fixtures have symbolic batch
+    artifact = compile_model(model, target="cpu", input_shapes=shapes, tuning_db=db)
+    return artifact, time.perf_counter() - start
+
+
+def tune(model: onnx.ModelProto, inputs: dict[str, np.ndarray], db: Path, args) -> float:
+    """`vpuc tune` in its own process, as a user runs it; returns its wall time."""
+    with tempfile.TemporaryDirectory(prefix="vpuc-bench-") as work:
+        path = Path(work) / "model.onnx"
+        onnx.save(model, path)
+        command = [sys.executable, "-m", "vpuc.compiler.cli", "tune", str(path), "--db", str(db), "--json",
+                   "--time-budget", str(args.tune_minutes)]  # fmt: skip
+        command += [f"--input-shape={n}={'x'.join(map(str, a.shape))}" for n, a in inputs.items()]
+        if args.trials:
+            command += ["--trials", str(args.trials)]
+        start = time.perf_counter()
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SystemExit(f"vpuc tune failed: {result.stderr.strip().splitlines()[-1]}")
+        return time.perf_counter() - start
+
+
+def measure(name: str, args) -> dict:
+    model, inputs = load(name)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    untuned, compile_untuned = timed_compile(model, inputs, None)
+    row = {
+        "compile_s_untuned": compile_untuned,
+        "tasks": untuned.report["host_build"]["tasks"],
+        "latency_ratio_tuned": None,
+    }  # None: not tuned in this run (--no-tune, or no database)
+    runs = {"untuned": Executable(untuned, time_host_ops=False)}
+    db = Path(args.db_root) / name
+    if not args.no_tune and not (args.reuse_db and not (db / META).is_file()):
+        if not args.reuse_db:
+            row["tune_s"] = tune(model, inputs, db, args)
+        tuned, row["compile_s_tuned"] = timed_compile(model, inputs, db)
+        row["tuned_tasks"] = tuned.report["host_build"]["tuned_tasks"]
+        runs["tuned"] = Executable(tuned, time_host_ops=False)
+    ort_s = median_seconds(lambda: session.run(None, inputs), args.repeats)
+    for kind, executable in runs.items():
+        seconds = median_seconds(lambda executable=executable: executable.run(inputs), args.repeats)
+        row[f"{kind}_ms"] = seconds * 1e3
+        row[f"latency_ratio_{kind}"] = seconds / ort_s
+    row["ort_ms"] = ort_s * 1e3
+    return row
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--models", help=f"comma-separated subset of: {', '.join([*zoo.MODELS, *FIXTURES])}")
+    parser.add_argument("--tune-minutes", type=float, default=10.0, help="tuning budget per model")
+    parser.add_argument("--trials", type=int, help="cap on tuning candidates per model (default: vpuc's)")
+    parser.add_argument("--db-root", default=str(OUT_DIR / "tuning"), help="one tuning database per model")
+    parser.add_argument("--no-tune", action="store_true", help="untuned figures only")
+    parser.add_argument(
+        "--reuse-db", action="store_true",
+        help="use the databases already in --db-root, tune nothing (models without one: untuned only)",
+    )  # fmt: skip
     args = parser.parse_args()
-    figures = {"repeats": args.repeats, "models": {}}
-    for name in zoo.MODELS:
-        figures["models"][name] = measure(name, args.repeats)
-    table = Table(title="CPU path vs onnxruntime (median latency)")
-    for column in ("model", "vpuc cpu (ms)", "onnxruntime (ms)", "ratio"):
-        table.add_column(column, justify="right" if column != "model" else "left")
-    for name, row in figures["models"].items():
-        table.add_row(name, f"{row['ours_ms']:.3f}", f"{row['ort_ms']:.3f}", f"{row['latency_ratio']:.2f}x")
-    Console().print(table)
+    args.repeats = max(args.repeats, MIN_REPEATS)
+    names = args.models.split(",") if args.models else [*zoo.MODELS, *FIXTURES]
+    budget = None if args.no_tune else args.tune_minutes
+    figures = {"repeats": args.repeats, "threads": THREADS, "models": {}, "tune_minutes": budget,
+               "trials_cap": args.trials, "reused_databases": args.reuse_db}  # fmt: skip
+    for name in names:
+        figures["models"][name] = measure(name, args)
+    print_table(figures)
     print(f"wrote {write_json('cpu_vs_ort', figures)}")
     return 0
+
+
+def print_table(figures: dict) -> None:
+    minutes = figures["tune_minutes"]
+    budget = "not tuned" if minutes is None else f"{minutes:g} min tuning per model"
+    table = Table(title=f"CPU path vs onnxruntime ({figures['threads']} threads, median latency, {budget})")
+    columns = ("model", "ort (ms)", "untuned (ms)", "ratio", "tuned (ms)", "ratio", "tuned tasks",
+               "compile (s)", "with db (s)")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for name, row in figures["models"].items():
+        tuned = "tuned_ms" in row
+        cells = [f"{row['ort_ms']:.3f}", f"{row['untuned_ms']:.3f}", f"{row['latency_ratio_untuned']:.2f}x"]
+        if tuned:
+            tasks = f"{row['tuned_tasks']}/{row['tasks']}"
+            cells += [f"{row['tuned_ms']:.3f}", f"{row['latency_ratio_tuned']:.2f}x", tasks]
+        else:
+            cells += ["-", "-", "-"]
+        cells += [f"{row['compile_s_untuned']:.1f}", f"{row['compile_s_tuned']:.1f}" if tuned else "-"]
+        table.add_row(name, *cells)
+    Console().print(table)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,11 @@
-"""Host build: a Relax module -> relax.build(llvm) -> the bytes of an exported library.
+"""Host build: a Relax module -> scheduled TIR kernels -> relax.build -> the bytes of an
+exported library, for the host target of the Target's [host] section.
+
+    resolve    [host] + this machine -> the TVM target (compiler/tune/host.py)
+    lower      LegalizeOps + FuseOps + FuseTIR: one PrimFunc per fused kernel (tune/tasks.py)
+    schedule   each kernel: the tuning database's best record for it if there is one,
+               else the default schedule (tune/defaults.py)
+    build      the VM lowering passes + LLVM, then export_library
 
 The library is what `Executable` loads in a fresh process; export_library needs a C
 compiler on the machine (gcc is enough), which the README's setup assumes.
@@ -7,21 +14,50 @@ compiler on the machine (gcc is enough), which the README's setup assumes.
 from __future__ import annotations
 
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tvm
+from tvm import relax
 
 from vpuc.compiler import compat
 from vpuc.compiler.errors import CompileError, last_line
+from vpuc.compiler.tune.database import TuningDatabase, open_database
+from vpuc.compiler.tune.defaults import ScheduleOptions, default_schedule
+from vpuc.compiler.tune.host import HostTarget, resolve_host_target
+from vpuc.compiler.tune.tasks import extract_tasks, lower_to_kernels
+from vpuc.targets import Target
+
+FLOAT32_BITS = 32
 
 
-def build_host_library(mod: tvm.IRModule, llvm_target: str, name: str) -> bytes:
-    """Build `mod` for the host CPU and return the shared library's bytes."""
+@dataclass
+class HostBuild:
+    """The exported library and what the report says about it."""
+
+    library: bytes
+    host: HostTarget
+    report: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def build_host_library(
+    mod: tvm.IRModule, target: Target, name: str, tuning_db: str | Path | None = None
+) -> HostBuild:
+    """Build `mod` for the target's host CPU, scheduled with the records of the tuning
+    database directory `tuning_db` where it has them, and return the library's bytes."""
+    host = resolve_host_target(target)
+    database = open_database(tuning_db, host, must_exist=True) if tuning_db is not None else None
     try:
-        executable = compat.build_host(mod, llvm_target)
+        scheduled, report = schedule_host_module(mod, host, database)
+        executable = relax.build(scheduled, target=host.target, relax_pipeline=_lowering_pipeline(host))
+    except CompileError:
+        raise
     except Exception as exc:  # TVM raises TVMError, ValueError, InternalError...
         raise CompileError(
-            f"{name}: host build (relax.build, {llvm_target}) failed: {last_line(exc)}"
+            f"{name}: host build (relax.build, {host.key()}) failed: {last_line(exc)}"
         ) from None
     with tempfile.TemporaryDirectory(prefix="vpuc-build-") as workdir:
         path = Path(workdir) / "host.so"
@@ -29,4 +65,60 @@ def build_host_library(mod: tvm.IRModule, llvm_target: str, name: str) -> bytes:
             executable.export_library(str(path))
         except Exception as exc:
             raise CompileError(f"{name}: exporting the host library failed: {last_line(exc)}") from None
-        return path.read_bytes()
+        return HostBuild(path.read_bytes(), host, report, database.warnings if database else [])
+
+
+def schedule_options(host: HostTarget) -> ScheduleOptions:
+    vector_bits = compat.llvm_vector_width(host.target)
+    return ScheduleOptions(vector_lanes=max(1, vector_bits // FLOAT32_BITS), num_cores=host.num_cores)
+
+
+def schedule_host_module(
+    mod: tvm.IRModule, host: HostTarget, database: TuningDatabase | None = None
+) -> tuple[tvm.IRModule, dict[str, Any]]:
+    """Lower to kernels and schedule each one; the report counts tuned tasks."""
+    start = time.perf_counter()
+    lowered = lower_to_kernels(mod, host.target)
+    tasks = extract_tasks(lowered)
+    options = schedule_options(host)
+    usable = database if database is not None and database.records is not None else None
+    tuned = 0
+    for task in tasks:
+        kernel = usable.lookup(task.mod, host.target) if usable else None
+        tuned += kernel is not None
+        for name in task.kernels:
+            original = lowered[name]
+            if kernel is not None:  # keyed as "main"; in the module it keeps its own name
+                lowered[name] = kernel.without_attr("global_symbol")
+            else:
+                lowered[name] = default_schedule(original, options)
+    report = {
+        "target": host.to_json()["target"],
+        "tasks": len(tasks),
+        "tuned_tasks": tuned,
+        "tuning_database": str(usable.path) if usable else None,
+        "unreplayable_records": usable.unreplayable if usable else 0,
+        "schedule_s": round(time.perf_counter() - start, 4),
+    }
+    return lowered, report
+
+
+def _lowering_pipeline(host: HostTarget) -> tvm.transform.Pass:
+    """What relax.build runs on a module already lowered to scheduled kernels: TVM's CPU
+    dataflow-lowering and finalisation passes (relax.backend.cpu_generic lists them, but
+    0.27's relax.pipeline cannot reach them for llvm)."""
+    return tvm.transform.Sequential(
+        [
+            relax.transform.RewriteDataflowReshape(),
+            relax.transform.ToNonDataflow(),
+            relax.transform.RemovePurityChecking(),
+            relax.transform.CallTIRRewrite(),
+            relax.transform.StaticPlanBlockMemory(),
+            relax.transform.LowerAllocTensor(),
+            relax.transform.KillAfterLastUse(),
+            relax.transform.LowerRuntimeBuiltin(),
+            relax.transform.ComputePrimValue(),
+            relax.transform.VMShapeLower(),
+            relax.transform.AttachGlobalSymbol(),
+        ]
+    )

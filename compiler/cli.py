@@ -1,6 +1,8 @@
 """The `vpuc` command line: where the compiler, the runtime and the simulator meet.
 
     vpuc compile MODEL --target T -o OUT.vpub   compile an ONNX model
+    vpuc tune MODEL --target T [--time-budget M] tune its host kernels into a database
+    vpuc calibrate-host [--target T]            fit [host] cost figures to this machine
     vpuc optimize MODEL [--target T] [--json]   run the graph passes, print the fusion audit
     vpuc partition MODEL --target T [--json]    where each op runs and why, what crosses
     vpuc run OUT.vpub [--inputs X.npz] ...      run an artifact (TVM VM + VPU simulator)
@@ -81,7 +83,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_partition_options(p)
     _add_calibration_options(p)
+    p.add_argument(
+        "--db", metavar="DIR",
+        help="tuning database to apply (default: vpuc-tuning/<target> if it exists; docs/tuning.md)",
+    )  # fmt: skip
     p.set_defaults(handler=_compile)
+
+    p = sub.add_parser("tune", help="tune a model's host kernels (MetaSchedule) into a tuning database")
+    p.add_argument("model", help="ONNX model file")
+    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument(
+        "--trials", type=int, metavar="N", help="candidates to measure in all (default 256 per task)"
+    )
+    p.add_argument("--time-budget", type=float, metavar="MIN", help="stop after MIN minutes (default: none)")
+    p.add_argument("--db", metavar="DIR", help="tuning database to write (default: vpuc-tuning/<target>)")
+    p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    _add_input_shape(p)
+    p.add_argument("--json", action="store_true", help="print the outcome per task as JSON")
+    _add_partition_options(p)
+    _add_calibration_options(p)
+    p.set_defaults(handler=_tune)
+
+    p = sub.add_parser("calibrate-host", help="fit the partitioner's [host] cost figures to this machine")
+    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument("--db", metavar="DIR", help="time kernels with this tuning database's records")
+    p.add_argument("--json", action="store_true", help="print every probe's figures as JSON")
+    p.set_defaults(handler=_calibrate_host)
 
     p = sub.add_parser("partition", help="report where each op runs (VPU or CPU) and why")
     p.add_argument("model", help="ONNX model file")
@@ -286,8 +313,11 @@ def _compile(args) -> int:
     )  # fmt: skip
     with _progress() as progress:
         prepared = prepare_model(args.model, args.target, options, progress=progress)
-        artifact = build_artifact(args.model, prepared, reference=not args.no_reference, progress=progress)
-    for warning in prepared.warnings:
+        tuning_db = _tuning_db(args.db, prepared.target.name)
+        artifact = build_artifact(
+            args.model, prepared, reference=not args.no_reference, progress=progress, tuning_db=tuning_db
+        )
+    for warning in artifact.report["warnings"]:
         print(f"vpuc compile: warning: {warning}", file=sys.stderr)
     artifact.save(output)
     if args.emit_asm:
@@ -323,6 +353,51 @@ def _emit_asm(prepared, folder: Path) -> None:
             (folder / f"sg{program.index}.s").write_text(program.assembly())
     except OSError as exc:
         raise CompileError(f"--emit-asm {folder}: cannot write: {exc.strerror}") from None
+
+
+def _tuning_db(db: str | None, target_name: str) -> Path | None:
+    """--db DIR, else the default location when a database is there."""
+    from vpuc.compiler.tune.database import META, default_db_dir
+
+    if db is not None:
+        return Path(db)
+    default = default_db_dir(target_name)
+    return default if (default / META).is_file() else None
+
+
+def _tune(args) -> int:
+    from vpuc.compiler.driver import CompileOptions
+    from vpuc.compiler.errors import CompileError
+    from vpuc.compiler.reports import print_tune_report
+    from vpuc.compiler.tune.tuner import tune_model
+
+    if args.time_budget is not None and args.time_budget <= 0:
+        raise CompileError(f"--time-budget: must be positive, got {args.time_budget}")
+    options = CompileOptions(
+        input_shapes=_input_shapes(args.input_shape), **_partition_options(args), **_calibration_options(args)
+    )
+    budget_s = args.time_budget * 60 if args.time_budget is not None else None
+    result = tune_model(
+        args.model, args.target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
+        seed=args.seed, progress=not args.json and sys.stderr.isatty(),
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print_tune_report(result)
+    return 0
+
+
+def _calibrate_host(args) -> int:
+    from vpuc.compiler.reports import print_calibration
+    from vpuc.compiler.tune.calibrate import fit
+
+    calibration = fit(args.target, args.db)
+    if args.json:
+        print(json.dumps(calibration.to_json(), indent=2))
+    else:
+        print_calibration(calibration)
+    return 0
 
 
 def _partition(args) -> int:

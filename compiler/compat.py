@@ -98,6 +98,68 @@ def build_host(mod: tvm.IRModule, llvm_target: str) -> relax.VMExecutable:
     return relax.build(mod, target=tvm.target.Target(llvm_target))
 
 
+# --- the host CPU, as LLVM inside TVM sees it (compiler/tune/host.py) -----------------
+
+
+def llvm_host_cpu_name() -> str:
+    """LLVM's name for the CPU this process runs on (e.g. "znver3")."""
+    return str(tvm.target.codegen.llvm_get_system_cpu())
+
+
+def llvm_process_triple() -> str:
+    return str(tvm.target.codegen.llvm_get_system_triple())
+
+
+def llvm_is_valid_cpu(cpu: str, triple: str) -> bool:
+    return bool(tvm.target.codegen.llvm_is_valid_cpu(cpu, triple))
+
+
+def llvm_vector_width(target: tvm.target.Target) -> int:
+    """Bits of the target CPU's widest vector register, from its features (TVM's own
+    llvm_get_vector_width answers 512 for every x86 CPU in 0.27, AVX2-only ones too)."""
+    features = llvm_target_features(target)
+    if "avx512f" in features:
+        return 512
+    if "avx" in features:
+        return 256
+    return 128  # SSE, NEON (SVE's length is only known at run time: at least 128)
+
+
+def llvm_target_features(target: tvm.target.Target) -> set[str]:
+    """The LLVM features a target's code may use (its mcpu's, with mattr applied)."""
+    return set(tvm.target.codegen.llvm_get_cpu_features(target))
+
+
+def metaschedule():
+    """tvm.s_tir.meta_schedule, without importing every tensor intrinsic TVM ships.
+
+    MetaSchedule imports tvm.s_tir.tensor_intrin for each TuneContext and in each builder
+    worker; that package parses ~500 TVMScript intrinsics for CUDA, ROCm, Hexagon, Arm...
+    at import: 40 s to over 3 minutes on this machine. CPU float kernels need none of
+    them, int8 kernels only their CPU's: the package is registered empty and the module
+    of this machine's architecture imported (x86: 0.7 s; Arm: 4 s). Call it (or pass it
+    as a worker initializer) before any MetaSchedule use."""
+    import platform
+    import sys
+    import types
+    from pathlib import Path
+
+    import tvm.s_tir
+
+    name = "tvm.s_tir.tensor_intrin"
+    if name not in sys.modules:
+        package = types.ModuleType(name)
+        package.__path__ = [str(Path(tvm.s_tir.__file__).parent / "tensor_intrin")]
+        sys.modules[name] = package
+        if platform.machine().lower() in ("x86_64", "amd64"):
+            import tvm.s_tir.tensor_intrin.x86  # noqa: F401
+        elif platform.machine().lower() in ("aarch64", "arm64"):
+            import tvm.s_tir.tensor_intrin.arm_cpu  # noqa: F401
+    from tvm.s_tir import meta_schedule
+
+    return meta_schedule
+
+
 def virtual_machine(executable, device=None) -> relax.VirtualMachine:
     return relax.VirtualMachine(executable, device or tvm.cpu())
 
@@ -167,3 +229,9 @@ def structural_hash(obj) -> int:
     import tvm_ffi
 
     return int(tvm_ffi.structural_hash(obj))
+
+
+def structural_equal(a, b) -> bool:
+    import tvm_ffi
+
+    return bool(tvm_ffi.structural_equal(a, b))

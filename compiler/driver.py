@@ -9,8 +9,8 @@
     lower      VPU subgraphs -> int8 instruction streams + weight blobs     compiler/lower
                (a layer the code generator refuses goes back to the CPU, its
                refusal the reason: the partition is redone without it)
-    host       RunCodegen (VPU calls become external calls), then
-               relax.build(llvm) of the host graph                          compiler/build
+    host       RunCodegen (VPU calls become external calls), then kernels
+               scheduled (tuning records or defaults), relax.build          compiler/build
     package    manifest + host library + VPU programs + report -> Artifact  runtime/artifact
 
 Each stage's wall time, and each graph pass's, is recorded in the report, with the fusion
@@ -85,6 +85,7 @@ class CompileOptions:
     reference: bool = True  # int8 artifacts: also build the QDQ reference `vpuc run --check` uses
     bias_correction: bool = True
     quant_options: QuantOptions = QuantOptions()  # the other methods, --keep-float, --min-sqnr
+    tuning_db: str | Path | None = None  # a `vpuc tune` database directory (docs/tuning.md)
 
 
 @dataclass
@@ -212,7 +213,8 @@ def compile_model(
     options = options or CompileOptions(**choices)
     if input_shapes:
         options = replace(options, input_shapes=dict(input_shapes))
-    return build_artifact(model, prepare_model(model, target, options), reference=options.reference)
+    prepared = prepare_model(model, target, options)
+    return build_artifact(model, prepared, reference=options.reference, tuning_db=options.tuning_db)
 
 
 def _estimator(target: Target, provenance):
@@ -238,9 +240,11 @@ def build_artifact(
     prepared: Prepared,
     reference: bool = True,
     progress: Callable[[str], None] = _quiet,
+    tuning_db: str | Path | None = None,
 ) -> Artifact:
     """The host build and the packaging of a prepared model; `reference` adds the QDQ
-    reference of the VPU subgraphs to the host library (for `vpuc run --check`)."""
+    reference of the VPU subgraphs to the host library (for `vpuc run --check`);
+    `tuning_db` is a `vpuc tune` database whose records schedule the host kernels."""
     progress(
         "building the host graph with LLVM"
         + (" (and the QDQ reference)" if reference and prepared.programs else "")
@@ -251,10 +255,12 @@ def build_artifact(
     reference = reference and bool(prepared.programs)
     if prepared.programs:
         host_mod = join_host(prepared.partition.mod, prepared.programs, reference=reference)
-    host_library = build_host_library(host_mod, prepared.target.host.llvm, imported.name)
+    host = build_host_library(host_mod, prepared.target, imported.name, tuning_db)
     prepared.timings["host_build_s"] = time.perf_counter() - start
     report = _report(prepared)
-    members = {"host.so": host_library, "report.json": json.dumps(report, indent=2).encode()}
+    report["host_build"] = host.report
+    report["warnings"] += host.warnings
+    members = {"host.so": host.library, "report.json": json.dumps(report, indent=2).encode()}
     manifest = {
         "vpuc_version": VPUC_VERSION,
         "target": prepared.target.to_json(),
@@ -263,6 +269,7 @@ def build_artifact(
         "outputs": [spec.to_json() for spec in imported.outputs],
         "host": {"library": "host.so", "entry": "main"},
         "vpu_programs": [_program_entry(p, members) for p in prepared.programs],
+        "host_target": host.host.to_json(),  # what `vpuc run` checks the CPU against
     }
     if prepared.quantized is not None:
         manifest["numerics"] = "int8"  # outputs carry int8 quantisation error (vpuc run --check)

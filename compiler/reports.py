@@ -51,6 +51,8 @@ def print_compile_report(report: dict[str, Any], manifest: dict[str, Any], outpu
             console.print(table)
     if report.get("execution"):
         console.print(f"[yellow]note:[/] {report['execution']}")
+    if report.get("host_build"):
+        console.print(host_build_line(report["host_build"]))
     timings = report["timings_s"]
     stages = {k: v for k, v in timings.items() if not k.startswith("pass_")}
     passes = sum(v for k, v in timings.items() if k.startswith("pass_"))
@@ -85,6 +87,53 @@ def _print_vpu_estimate(console: Console, vpu: dict[str, Any], target: dict[str,
         f"{total['dram_write_bytes']} B written, weights {total['weight_bytes']} B, "
         f"SRAM peak {total['sram_peak_bytes']} B"
     )
+
+
+def host_build_line(host: dict[str, Any]) -> str:
+    """'host: znver3 x86_64, 2 cores; 7 of 9 kernels tuned (vpuc-tuning/cpu), ...'."""
+    target = host["target"]
+    arch = str(target.get("mtriple", "")).split("-")[0]
+    where = f"host: {target.get('mcpu')} {arch}, {target.get('num-cores')} cores"
+    if host.get("tuning_database"):
+        return (
+            f"{where}; {host['tuned_tasks']} of {host['tasks']} kernels tuned ({host['tuning_database']}), "
+            "the rest default-scheduled"
+        )
+    return f"{where}; {host['tasks']} kernels, default-scheduled (no tuning database)"
+
+
+def print_tune_report(result) -> None:
+    """The outcome of `vpuc tune` per task: default vs tuned latency, stored or why not."""
+    console = _console()
+    table = _table(
+        f"Tuning: {result.trials} candidates measured in {result.elapsed_s:.0f} s -> {result.database}",
+        "task", "kernels", "default (us)", "tuned (us)", "speed-up", "stored",
+    )  # fmt: skip
+    for task in result.tasks:
+        speedup = f"{task.default_us / task.tuned_us:.2f}x" if task.default_us and task.tuned_us else "-"
+        table.add_row(
+            task.name, str(task.kernels), _us(task.default_us), _us(task.tuned_us), speedup,
+            "yes" if task.stored else f"no: {task.reason}",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"{result.stored} of {len(result.tasks)} tasks have a tuned record in {result.database}")
+
+
+def print_calibration(calibration) -> None:
+    """Measured vs fitted latency per probe, then the [host] table to paste."""
+    console = _console()
+    table = _table("Host kernels: measured vs the fitted cost model", "probe", "MACs", "bytes",
+                   "measured (us)", "model (us)")  # fmt: skip
+    for row in calibration.rows:
+        table.add_row(row["probe"], str(row["macs"]), str(row["bytes"]), f"{row['measured_us']:.1f}",
+                      f"{row['predicted_us']:.1f}")  # fmt: skip
+    console.print(table)
+    console.print(f"median relative error {calibration.median_error:.0%}; paste into the target's TOML:")
+    console.print(calibration.toml(), markup=False)
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def partition_totals_line(partition: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ import tvm
 from tvm import relax
 
 from vpuc.runtime.artifact import Artifact, ArtifactError
+from vpuc.runtime.host_check import check_host_target
 from vpuc.runtime.inputs import check_inputs
 from vpuc.runtime.manifest import check_manifest
 from vpuc.runtime.stats import HostOp, RunStats, run_stats
@@ -30,10 +31,13 @@ HOST_LIBRARY = "host.so"
 class Executable:
     """A loaded artifact, ready to run; `run(inputs) -> outputs` by graph names."""
 
-    def __init__(self, artifact: Artifact, source: str = "<artifact>") -> None:
+    def __init__(self, artifact: Artifact, source: str = "<artifact>", time_host_ops: bool = True) -> None:
+        """`time_host_ops=False` leaves out the per-op wall times of `last_run` (a Python
+        callback around every VM call: 2-4x the latency of a small model's run)."""
         self.artifact = artifact
         self.source = source
         self.target = check_manifest(artifact.manifest, artifact.members, source)
+        check_host_target(artifact.manifest, source)
         self._calls: list[CallRecord] = []
         self._host_ops: list[HostOp] = []
         self.vpu_calls = [
@@ -55,7 +59,9 @@ class Executable:
             self._vm = relax.VirtualMachine(module, tvm.cpu())
         except Exception as exc:  # TVM raises its own error types
             raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
-        self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+        self._time_host_ops = time_host_ops
+        if time_host_ops:
+            self._vm.set_instrument(tvm_ffi.convert(self._instrument))
         self._open: dict[str, float] = {}
 
     @classmethod
@@ -106,14 +112,14 @@ class Executable:
                 self._vm[spec["entry"]](*[tvm.runtime.tensor(arrays[s["name"]]) for s in self.inputs])
             )
         finally:
-            self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+            self._vm.set_instrument(tvm_ffi.convert(self._instrument) if self._time_host_ops else None)
         return captured, dict(zip([s["name"] for s in self.outputs], result, strict=True))
 
     def run(self, inputs: dict[str, np.ndarray], source: str | None = None) -> dict[str, np.ndarray]:
         """Run once; inputs are checked against the manifest (names, shapes, dtypes) and an
         error names `source` (where the inputs came from) or else the artifact."""
         arrays = check_inputs(self.inputs, inputs, source or self.source)
-        args = [tvm.runtime.tensor(arrays[spec["name"]]) for spec in self.inputs]
+        args = [_to_tvm(arrays[spec["name"]]) for spec in self.inputs]
         self._calls.clear()
         self._host_ops = []
         started = time.perf_counter()
@@ -136,6 +142,25 @@ class Executable:
         elif symbol in self._open:
             self._host_ops.append(HostOp(symbol, self._open.pop(symbol), now))
         return 0
+
+
+TVM_ALIGNMENT = 64  # bytes; TVM's kernels are compiled assuming it
+
+
+def _to_tvm(array: np.ndarray) -> tvm.runtime.Tensor:
+    """A tensor over the array's memory (DLPack, no copy), or over an aligned copy when the
+    array is not 64-byte aligned. tvm.runtime.tensor copies through a slow path: 30 us per
+    call, as long as a whole small model's run."""
+    if array.ctypes.data % TVM_ALIGNMENT:
+        raw = np.empty(array.nbytes + TVM_ALIGNMENT, dtype=np.uint8)
+        offset = -raw.ctypes.data % TVM_ALIGNMENT
+        aligned = raw[offset : offset + array.nbytes].view(array.dtype).reshape(array.shape)
+        aligned[...] = array
+        array = aligned
+    try:
+        return tvm.runtime.from_dlpack(array)
+    except (RuntimeError, TypeError, BufferError):  # a dtype DLPack does not carry
+        return tvm.runtime.tensor(array)
 
 
 def _flatten(value) -> list[np.ndarray]:

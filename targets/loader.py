@@ -226,19 +226,49 @@ HOST_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
+HOST_TARGET_KEYS = ("kind", "mtriple", "mcpu", "mattr", "num-cores")
+HOST_KINDS = ("llvm",)
+
+
 def _host(path: Path, table: dict[str, Any]) -> HostOptions:
-    _check_keys(path, "host", table, ("llvm", *HOST_RANGES))
-    llvm = table.get("llvm", "llvm")
-    if not isinstance(llvm, str) or not llvm.startswith("llvm"):
-        raise TargetError(f"{path}: host.llvm: must be an LLVM target string such as 'llvm'")
-    figures = {}
+    """[host]: a TVM CPU target (kind, mtriple, mcpu, mattr, num-cores; each left out is
+    the compiling machine's) and the partitioner's CPU cost figures."""
+    _check_keys(path, "host", table, ("llvm", *HOST_TARGET_KEYS, *HOST_RANGES))
+    if "llvm" in table and table["llvm"] != "llvm":  # the older spelling of kind = "llvm"
+        raise TargetError(
+            f"{path}: host.llvm: TVM 0.27 takes no options in a target string; "
+            f"write kind, mcpu, mattr and num-cores as keys of [host] (docs/targets.md)"
+        )
+    values: dict[str, Any] = {}
+    kind = table.get("kind", "llvm")
+    if kind not in HOST_KINDS:
+        raise TargetError(f"{path}: host.kind: '{kind}' is not one of {', '.join(HOST_KINDS)}")
+    values["kind"] = kind
+    for key in ("mtriple", "mcpu"):
+        if key in table:
+            values[key] = _get(path, "host", table, key, str)
+    if "mattr" in table:
+        mattr = table["mattr"]
+        if not isinstance(mattr, list) or not all(
+            isinstance(a, str) and len(a) > 1 and a[0] in "+-" for a in mattr
+        ):
+            raise TargetError(
+                f"{path}: host.mattr: must be a list of LLVM features such as [\"+avx2\", \"-avx512f\"], "
+                f"got {mattr!r}"
+            )
+        values["mattr"] = tuple(mattr)
+    if "num-cores" in table:
+        cores = _get(path, "host", table, "num-cores", int)
+        if not 1 <= cores <= 4096:
+            raise TargetError(f"{path}: host.num-cores: {cores} is out of range [1, 4096]")
+        values["num_cores"] = cores
     for key, (low, high) in HOST_RANGES.items():
         if key in table:
             value = _get(path, "host", table, key, int)
             if not low <= value <= high:
                 raise TargetError(f"{path}: host.{key}: {value} is out of range [{low}, {high}]")
-            figures[key] = value
-    return HostOptions(llvm=llvm, **figures)
+            values[key] = value
+    return HostOptions(**values)
 
 
 def _check_keys(path: Path, table: str, values: dict[str, Any], allowed: tuple[str, ...]) -> None:

@@ -67,18 +67,44 @@ class Numerics:
 
 @dataclass(frozen=True)
 class HostOptions:
-    """The host CPU: the LLVM target string given to relax.build, and the figures of the
+    """The host CPU: the TVM target its code is built for, and the figures of the
     partitioner's CPU cost model (docs/partition.md): an op costs
-    op_overhead_cycles + macs / macs_per_cycle + bytes / bytes_per_cycle host cycles."""
+    op_overhead_cycles + macs / macs_per_cycle + bytes / bytes_per_cycle host cycles.
 
-    llvm: str = "llvm"
+    The target's fields are TVM's (kind, mtriple, mcpu, mattr, num-cores); a field left
+    None means "the machine the compiler runs on", filled in at build time
+    (compiler/tune/host.py) and recorded in the artifact's manifest."""
+
+    kind: str = "llvm"
+    mtriple: str | None = None
+    mcpu: str | None = None
+    mattr: tuple[str, ...] | None = None  # LLVM features, e.g. ("+avx2", "-avx512f")
+    num_cores: int | None = None
     clock_mhz: int = 2000
     macs_per_cycle: int = 8
     bytes_per_cycle: int = 16
     op_overhead_cycles: int = 2000
 
+    @property
+    def llvm(self) -> str:
+        """The plain LLVM target, for code the compiler runs in its own process (the
+        quantiser's observers): it must run here, whatever CPU the artifact is for."""
+        return "llvm"
+
+    def tvm_target_fields(self) -> dict[str, Any]:
+        """The target fields given in the TOML, in TVM's spelling (None fields left out)."""
+        given = {"kind": self.kind, "mtriple": self.mtriple, "mcpu": self.mcpu,
+                 "mattr": list(self.mattr) if self.mattr is not None else None,
+                 "num-cores": self.num_cores}  # fmt: skip
+        return {key: value for key, value in given.items() if value is not None}
+
     def seconds(self, cycles: float) -> float:
         return cycles / (self.clock_mhz * 1e6)
+
+    def to_json(self) -> dict[str, Any]:
+        """The [host] table as the TOML spells it (what target_from_json reads back)."""
+        figures = ("clock_mhz", "macs_per_cycle", "bytes_per_cycle", "op_overhead_cycles")
+        return {**self.tvm_target_fields(), **{name: getattr(self, name) for name in figures}}
 
 
 @dataclass(frozen=True)
@@ -113,7 +139,7 @@ class Target:
             "name": self.name,
             "kind": self.kind,
             "description": self.description,
-            "host": {name: getattr(self.host, name) for name in HostOptions.__dataclass_fields__},
+            "host": self.host.to_json(),
             "numerics": {"requant": self.numerics.requant},
         }
         if self.hardware is not None:
