@@ -78,6 +78,9 @@ def regress_command(args) -> int:
         if args.update_golden
         else []
     )
+    for line in lines if args.update_golden else ():
+        if line["status"] == "no golden":
+            line["reason"] = f"no golden for target '{line['target']}' before: recorded"
     failing = ("failed",) if args.update_golden else golden.FAILING
     code = EXIT_REGRESSION if any(line["status"] in failing for line in lines) else 0
     result = {
