@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from vpuc.compiler.errors import first_line
-from vpuc.compiler.regress.jobs import interrupt_all, run_job
+from vpuc.compiler.regress.jobs import inline, interrupt_all, run_job
 from vpuc.compiler.regress.suite import SuiteError
 
 RAY_MISSING = "--ray needs Ray, an optional extra of vpuc: pip install 'vpuc[ray]'"
@@ -60,7 +60,8 @@ def run_ray(
 ) -> dict:
     """Each job as a Ray task (one CPU each, never retried). `address` None starts a local
     instance with `workers` CPUs (default: this machine's); otherwise joins that cluster,
-    whose nodes need vpuc installed (the payloads carry the files)."""
+    whose nodes need vpuc installed (the payloads carry the files' contents). At most
+    twice the cluster's CPUs are in flight, so a large suite's files are read as it goes."""
     try:
         import ray
     except ImportError:
@@ -79,9 +80,14 @@ def run_ray(
     startup_s = time.perf_counter() - start
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(task)
-        pending = {remote.remote(p): p for p in payloads}
+        resources = ray.cluster_resources()
+        window = max(2, 2 * int(resources.get("CPU", 1)))
+        waiting, pending = list(payloads), {}
         try:
-            while pending:
+            while waiting or pending:
+                while waiting and len(pending) < window:
+                    payload = waiting.pop(0)
+                    pending[remote.remote(inline(payload))] = payload
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
                     payload = pending.pop(ref)
@@ -94,7 +100,6 @@ def run_ray(
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
-        resources = ray.cluster_resources()
     finally:
         ray.shutdown()
     return {

@@ -1,11 +1,12 @@
 """One regression job, as it travels to a worker and back.
 
-`payload(job)` packs a job into plain data with the bytes of every file it needs (the
-model and its external data, calibration and input .npz, a .toml target), so it runs the
-same in a local thread or as a Ray task on another machine. `run_job(payload)` writes those
-files into a fresh folder, starts the worker process (worker.py) with the job's timeout,
-and returns the job's result: its figures, or why it failed. Paths of that folder are
-replaced by the suite's own in every message, so results do not depend on where they ran.
+`payload(job)` packs a job into plain data naming every file it needs (the model and its
+external data, calibration and input .npz, a .toml target); `inline(payload)` replaces the
+names by the files' bytes, so a Ray task runs it on another machine as a local worker runs
+it here. `run_job(payload)` puts those files into a fresh folder, starts the worker
+process (worker.py) with the job's timeout, and returns the job's result: its figures, or
+why it failed. Paths of that folder are replaced by the suite's own in every message, so
+results do not depend on where they ran.
 
 Each worker runs single-threaded (TVM, OpenMP and BLAS threads = 1): figures never depend
 on how many jobs run at once, and N workers use N cores.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,22 +35,23 @@ _LIVE_LOCK = threading.Lock()
 
 
 def payload(job: Job, has_vpu: bool) -> dict:
-    """Everything a worker needs, as plain data (files by content)."""
-    files = {f"model/{job.model_path.name}": job.model_path.read_bytes()}
+    """Everything a worker needs, as plain data; `files` maps each file's name in the job's
+    folder to its path here (`inline` turns paths into contents)."""
+    files = {f"model/{job.model_path.name}": str(job.model_path)}
     for name in _external_data(job.model_path):
-        files[f"model/{name}"] = (job.model_path.parent / name).read_bytes()
+        files[f"model/{name}"] = str(job.model_path.parent / name)
     shown = {f"model/{job.model_path.name}": str(job.model_path)}
     s = job.settings
     compile_args = [f"model/{job.model_path.name}", "--target", job.target, "-o", "model.vpub", "--json"]
     if job.target_path is not None:
-        files["target.toml"] = job.target_path.read_bytes()
+        files["target.toml"] = str(job.target_path)
         compile_args[2] = "target.toml"
         shown["target.toml"] = str(job.target_path)
     for name, dims in s.get("input_shapes", {}).items():
         compile_args += ["--input-shape", f"{name}={'x'.join(map(str, dims))}"]
     if has_vpu:
         if "calib" in s:
-            files["calib.npz"] = Path(s["calib"]).read_bytes()
+            files["calib.npz"] = s["calib"]
             shown["calib.npz"] = s["calib"]
             compile_args += ["--calib", "calib.npz"]
         elif "calib_synthetic" in s:
@@ -73,7 +76,7 @@ def payload(job: Job, has_vpu: bool) -> dict:
         str(s.get("seed", 0)),
     ]
     if "inputs" in s:
-        files["inputs.npz"] = Path(s["inputs"]).read_bytes()
+        files["inputs.npz"] = s["inputs"]
         shown["inputs.npz"] = s["inputs"]
         run_args += ["--inputs", "inputs.npz"]
     return {
@@ -86,6 +89,11 @@ def payload(job: Job, has_vpu: bool) -> dict:
         "timeout_s": job.timeout_s,
         "fault": s.get("fault"),
     }
+
+
+def inline(job: dict) -> dict:
+    """The payload with its files' contents instead of their paths (for another machine)."""
+    return {**job, "files": {name: Path(path).read_bytes() for name, path in job.get("files", {}).items()}}
 
 
 def _external_data(model: Path) -> list[str]:
@@ -106,9 +114,12 @@ def run_job(job: dict) -> dict:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vpuc-regress-") as tmp:
         folder = Path(tmp)
-        for name, data in job["files"].items():
+        for name, source in job["files"].items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_bytes(data)
+            if isinstance(source, bytes):
+                (folder / name).write_bytes(source)
+            else:
+                shutil.copyfile(source, folder / name)
         spec = {"compile": job["compile"], "run": job["run"], "fault": job.get("fault")}
         (folder / "job.json").write_text(json.dumps(spec))
         failure = _run_worker(folder, job["timeout_s"])

@@ -285,3 +285,32 @@ def test_junit_xml(tmp_path):
     write_junit({**report, "update_golden": True}, path)  # recorded: only the failed job is an error
     suite = ET.parse(path).getroot().find("testsuite")
     assert (suite.get("failures"), suite.get("errors")) == ("0", "1")
+
+
+def test_a_payload_carries_the_models_external_data_and_sidecar_files(tmp_path):
+    """What a Ray task on another machine gets: every file the job reads, by content."""
+    import numpy as np
+    import onnx
+
+    from vpuc.compiler.regress.jobs import inline, payload
+    from vpuc.examples import zoo
+
+    onnx.save(zoo.build("tinyconvnet"), tmp_path / "m.onnx", save_as_external_data=True,
+              all_tensors_to_one_file=True, location="m.weights", size_threshold=0)  # fmt: skip
+    np.savez(tmp_path / "calib.npz", input=np.zeros((2, 1, 3, 16, 16), np.float32))
+    (tmp_path / "m.regress.toml").write_text(
+        'calib = "calib.npz"\nseed = 7\ninput_shapes = {input = [1, 3, 16, 16]}\n'
+    )
+    (job,) = discover(tmp_path)
+    packed = payload(job, has_vpu=True)
+    assert set(packed["files"]) == {"model/m.onnx", "model/m.weights", "calib.npz"}
+    assert packed["compile"] == ["model/m.onnx", "--target", "vpu", "-o", "model.vpub", "--json",
+                                 "--input-shape", "input=1x3x16x16", "--calib", "calib.npz"]  # fmt: skip
+    assert packed["run"] == ["model.vpub", "--check", "model/m.onnx", "--json", "--seed", "7"]
+    shipped = inline(packed)["files"]
+    assert shipped["model/m.weights"] == (tmp_path / "m.weights").read_bytes()
+    assert shipped["calib.npz"] == (tmp_path / "calib.npz").read_bytes()
+    assert payload(job, has_vpu=False)["compile"][-2:] == [
+        "--input-shape",
+        "input=1x3x16x16",
+    ]  # no calibration on a CPU
