@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -40,28 +41,39 @@ def print_report(report: dict) -> None:
         for column in ("model", "target", "figure", "golden", "new", "delta", "status"):
             table.add_column(column, justify="right" if column in ("golden", "new", "delta") else "left")
         for job, c in rows:
-            status = c["status"] if c["status"] == "new" else f"{c['status']} (tolerance {c['tolerance']})"
+            status = c["status"] if c["status"] == "new" else f"{c['status']} ({_tolerance(c)})"
             shown = f"[{STYLES[c['status']]}]{status}[/]" if STYLES[c["status"]] else status
-            table.add_row(job["model"], job["target"], c["figure"], _fmt(c["golden"]), _fmt(c["new"]),
-                          c["delta"], shown)  # fmt: skip
+            table.add_row(escape(job["model"]), escape(job["target"]), escape(c["figure"]), _fmt(c["golden"]),
+                          _fmt(c["new"]), c["delta"], shown)  # fmt: skip
         console.print(table)
-    table = Table(title=f"vpuc regress {report['suite']}: {len(jobs)} job(s)", title_justify="left")
+    table = Table(title=escape(f"vpuc regress {report['suite']}: {len(jobs)} job(s)"), title_justify="left")
     for column in ("model", "target", "result", "figures", "time (s)", "reason / notes"):
         table.add_column(column, overflow="fold")
     for job in jobs:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(job["counts"].items(), key=_by_severity))
         why = "; ".join(filter(None, [job["reason"], *job["notes"]]))
         style = STYLES.get(job["status"], "")
-        table.add_row(job["model"], job["target"], f"[{style}]{job['status']}[/]" if style else job["status"],
-                      counts or "-", f"{job['timings']['elapsed_s']:.1f}", why)  # fmt: skip
+        table.add_row(escape(job["model"]), escape(job["target"]),
+                      f"[{style}]{job['status']}[/]" if style else job["status"],
+                      counts or "-", f"{job['timings']['elapsed_s']:.1f}", escape(why))  # fmt: skip
     console.print(table)
     for golden in report.get("goldens", []):
         verb = "updated" if golden["changed"] else "unchanged"
-        console.print(f"{verb}: {golden['path']} ({', '.join(golden['targets'])})")
+        console.print(escape(f"{verb}: {golden['path']} ({', '.join(golden['targets'])})"))
     better = sum(job["counts"].get("better", 0) for job in jobs)
     if better and not report["update_golden"]:
         console.print(f"{better} figure(s) better than their goldens: --update-golden records them")
     console.print(summary_line(report))
+
+
+def _change_line(c: dict) -> str:
+    return (
+        f"{c['figure']}: {_fmt(c['golden'])} -> {_fmt(c['new'])} {c['delta']} {c['status']} ({_tolerance(c)})"
+    )
+
+
+def _tolerance(change: dict) -> str:
+    return "exact" if change["tolerance"] == "exact" else f"tolerance {change['tolerance']}"
 
 
 def _by_severity(item) -> int:
@@ -107,7 +119,7 @@ class JobProgress:
         self.done += 1
         line = f"{job['model']}@{job['target']}: {job['status']} ({job['timings']['elapsed_s']:.1f} s)"
         if self.bar:
-            self.bar.update(self.task, advance=1, description=f"last: {line}")
+            self.bar.update(self.task, advance=1, description=escape(f"last: {line}"))
         elif not self.quiet:
             print(f"vpuc regress: [{self.done}/{self.total}] {line}", file=sys.stderr, flush=True)
 
@@ -130,11 +142,7 @@ def write_junit(report: dict, path: str | Path) -> None:
             time=f"{job['timings']['elapsed_s']:.3f}",
         )  # fmt: skip
         changes = [c for c in job["changes"] if c["status"] not in ("better", "new")]
-        details = "\n".join(
-            f"{c['figure']}: {_fmt(c['golden'])} -> {_fmt(c['new'])} {c['delta']} {c['status']} "
-            f"(tolerance {c['tolerance']})"
-            for c in changes
-        )
+        details = "\n".join(_change_line(c) for c in changes)
         if job["status"] == "failed":
             element = ET.SubElement(case, "error", message=job["reason"] or "failed", type="failed")
             element.text = details or None

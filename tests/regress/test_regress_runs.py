@@ -153,8 +153,9 @@ def test_ray_gives_the_serial_report(vpuc, suite, serial):
 
 
 def test_a_drifting_golden_fails_with_the_table(vpuc, suite, serial, tmp_path):
-    """A golden 10% faster than what the compiler does now, with one more VPU op: exit 1 and
-    the table names both figures; --update-golden then records the real ones again."""
+    """A golden 10% faster than what the compiler does now, with one more VPU op and 1 dB
+    more accurate: exit 1 and the table names both figures of each; --update-golden then
+    records the real ones again."""
     drift = tmp_path / "drift"
     drift.mkdir()
     for name in ("micro.onnx", "micro.regress.toml", "regress.toml"):
@@ -165,6 +166,7 @@ def test_a_drifting_golden_fails_with_the_table(vpuc, suite, serial, tmp_path):
     real_cycles, real_ops = figures["cycles.total"], figures["partition.vpu_ops"]
     figures["cycles.total"] = round(real_cycles * 0.9)
     figures["partition.vpu_ops"] = real_ops + 1
+    figures["accuracy[logits].sqnr_db"] += 1.0  # the golden was 1 dB more accurate
     (drift / "micro.golden.json").write_text(json.dumps(tampered))
 
     done = vpuc("regress", drift, "--targets", "vpu")
@@ -173,8 +175,10 @@ def test_a_drifting_golden_fails_with_the_table(vpuc, suite, serial, tmp_path):
     cycles = next(line for line in rows if "cycles.total" in line)
     assert str(round(real_cycles * 0.9)) in cycles and str(real_cycles) in cycles and "regressed" in cycles
     ops = next(line for line in rows if "partition.vpu_ops" in line)
-    assert str(real_ops + 1) in ops and "changed" in ops
-    assert "regressed; exit 1" in done.stdout.replace("1 regressed; exit 1", "regressed; exit 1")
+    assert str(real_ops + 1) in ops and "changed (exact)" in ops
+    sqnr = next(line for line in rows if "accuracy[logits].sqnr_db" in line)
+    assert "-1 dB" in sqnr and "regressed (tolerance 0.5 dB)" in sqnr
+    assert done.stdout.rstrip().endswith("1 job(s): 1 regressed; exit 1")
 
     updated = vpuc("regress", drift, "--targets", "vpu", "--update-golden")
     assert updated.returncode == 0, updated.stdout + updated.stderr
