@@ -122,8 +122,10 @@ def run_job(job: dict) -> dict:
                 shutil.copyfile(source, folder / name)
         spec = {"compile": job["compile"], "run": job["run"], "fault": job.get("fault")}
         (folder / "job.json").write_text(json.dumps(spec))
-        failure = _run_worker(folder, job["timeout_s"])
-        outcome = failure or _outcome(folder)
+        try:
+            outcome = _run_worker(folder, job["timeout_s"]) or _outcome(folder)
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # the same failure in every executor
+            outcome = _failed(f"internal error in vpuc regress ({type(exc).__name__}: {exc})")
         outcome = _shown(outcome, folder, job["shown"])
     return {
         "model": job["model"],
@@ -192,17 +194,16 @@ def _outcome(folder: Path) -> dict:
     if ran is None or ran["exit"] not in (0, 1):
         code = ran["exit"] if ran else "?"
         return _failed(f"run failed (exit {code}): {_last_line(ran['stderr'] if ran else '')}")
-    compile_report, run_report = json.loads(compiled["stdout"]), json.loads(ran["stdout"])
+    try:
+        compile_report, run_report = json.loads(compiled["stdout"]), json.loads(ran["stdout"])
+    except ValueError:
+        return _failed("vpuc compile or run printed no JSON report (--json): a bug in vpuc")
     figures = extract(compile_report, run_report)
     timings = {"compile_s": round(compiled["wall_s"], 3), "run_s": round(ran["wall_s"], 3)}
-    if ran["exit"] == 1:
-        wrong = "; ".join(check_failures(run_report)) or "see vpuc run --check"
-        return {
-            "status": "failed",
-            "reason": f"check failed: {wrong}",
-            "figures": figures,
-            "timings": timings,
-        }
+    if ran["exit"] == 1:  # a failed --check, or non-finite outputs
+        wrong = "; ".join(check_failures(run_report))
+        reason = f"check failed: {wrong}" if wrong else f"run exited 1: {_last_line(ran['stderr'])}"
+        return {"status": "failed", "reason": reason, "figures": figures, "timings": timings}
     return {"status": "ok", "reason": None, "figures": figures, "timings": timings}
 
 
