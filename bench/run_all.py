@@ -135,6 +135,30 @@ def _e2e(key: str) -> dict:
     }
 
 
+def _corpus(figure: Callable[[str, str, dict, dict], float | None]) -> dict:
+    """One value per corpus model and target (bench/corpus.py), by `figure(name, target, row, data)`."""
+    data = _load("corpus") or {}
+    values = {}
+    for name, targets in (data.get("models") or {}).items():
+        for target, row in (targets or {}).items():
+            value = figure(name, target, row, data) if isinstance(row, dict) and row.get("compiled") else None
+            if isinstance(value, int | float):
+                values[f"{name}@{target}"] = value
+    return values
+
+
+def _over_host_build(name, target, row, data):
+    build = _first(row, "steps_s.host_build")
+    return row["compile_s"] / build if build and isinstance(row.get("compile_s"), int | float) else None
+
+
+def _over_budget(name, target, row, data):
+    budgets = data.get("budgets_s") or {}
+    key = "mlperf_tiny_vpu" if name.startswith("tflite_") else "vision_10mb_vpu" if "10mb" in name else None
+    budget = budgets.get(key) if target == "vpu" else None
+    return row["compile_s"] / budget if budget and isinstance(row.get("compile_s"), int | float) else None
+
+
 HIGH, LOW = (lambda v: v), (lambda v: -v)  # how bad a value is: the worst is the largest
 OFF_ONE = lambda v: abs(v - 1)  # noqa: E731
 
@@ -154,6 +178,10 @@ def rows() -> list[tuple[str, str, str, Callable[[float], float], dict]]:
          _per_model(fusion, lambda r: _first(r, "pass_over_build"))),
         ("int8 SQNR - onnxruntime quantize_static (dB)", "quant_vs_ort", ">= 0 dB", LOW,
          _per_model(quant, _quant_gain)),
+        ("whole compile time / its relax.build (host build) time", "corpus", "-", HIGH,
+         _corpus(_over_host_build)),
+        ("compile time / budget (MLPerf-Tiny, 10 MB vision, vpu)", "corpus", "<= 1", HIGH,
+         _corpus(_over_budget)),
         ("simulator wall time / numpy floor", "sim_speed, e2e", "<= 2", HIGH, _sim_over_numpy()),
         ("compile-time estimate / simulated cycles", "e2e", "0.9 - 1.1", OFF_ONE,
          _e2e("estimate_over_simulated")),
@@ -173,7 +201,9 @@ def summary() -> dict:
                 min=min(values.values()),
                 median=statistics.median(values.values()),
                 max=max(values.values()),
-                worst=max(values, key=lambda name: badness(values[name])),
+                worst=max(values, key=lambda name: badness(values[name]))
+                if len(set(values.values())) > 1
+                else "-",
             )
         table.append(row)
     return {"rows": table}
