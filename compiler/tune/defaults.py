@@ -64,12 +64,12 @@ def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.Prim
             continue  # already placed under another block's loops
         trial = sch.copy()
         try:
-            if COMM_REDUCE in kinds:
+            if COMM_REDUCE in kinds and DATA_PAR in kinds:
                 _schedule_reduction(trial, trial.get_sblock(name), kinds, options)
             elif all(kind == DATA_PAR for kind in kinds):
                 _schedule_spatial(trial, trial.get_sblock(name), options)
             else:
-                continue
+                continue  # a full reduction to a scalar (DynamicQuantizeLinear's min/max) as TVM writes it
         except SCHEDULE_ERRORS:
             continue
         sch = trial
