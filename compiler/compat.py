@@ -93,9 +93,20 @@ def _node_naming_importer(onnx_frontend):
     return NodeNamingImporter
 
 
+# LLVM's optimisation level for the modules the quantiser builds and runs in-process
+# (calibration, accuracy measurement): they run a few samples once, so LLVM's time counts,
+# not the kernels'. -O1 cuts a third of a small model's quantisation time against -O3
+# (docs/architecture.md, "Compile time"). The results are bit-identical at every level
+# (tests/unit/test_quick_build.py): LLVM reorders no float arithmetic without fast-math
+# flags, and a target without -mcpu has no FMA to contract into.
+QUICK_BUILD_OPT_LEVEL = 1
+
+
 def build_host(mod: tvm.IRModule, llvm_target: str) -> relax.VMExecutable:
-    """relax.build for the host CPU."""
-    return relax.build(mod, target=tvm.target.Target(llvm_target))
+    """relax.build for the host CPU, for in-process use (the quantiser's modules): LLVM at
+    QUICK_BUILD_OPT_LEVEL. The artifact's host library is built by compiler/build.py."""
+    target = {**tvm.target.Target(llvm_target).export(), "opt-level": QUICK_BUILD_OPT_LEVEL}
+    return relax.build(mod, target=tvm.target.Target(target))
 
 
 # --- the host CPU, as LLVM inside TVM sees it (compiler/tune/host.py) -----------------

@@ -103,7 +103,8 @@ def _print_host_ops(console: Console, stats, top: int = 8) -> None:
         entry = totals.setdefault(op.name, [0.0, 0])
         entry[0] += op.ms
         entry[1] += 1
-    table = _table(f"Host ops (the {top} slowest of {len(totals)})", "name", "calls", "ms")
+    title = f"Host ops (the {top} slowest of {len(totals)})" if len(totals) > top else "Host ops"
+    table = _table(title, "name", "calls", "ms")
     for name, (ms, calls) in sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]:
         table.add_row(name, str(calls), f"{ms:.4f}")
     console.print(table)
