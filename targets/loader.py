@@ -253,7 +253,7 @@ def _host(path: Path, table: dict[str, Any]) -> HostOptions:
             isinstance(a, str) and len(a) > 1 and a[0] in "+-" for a in mattr
         ):
             raise TargetError(
-                f"{path}: host.mattr: must be a list of LLVM features such as [\"+avx2\", \"-avx512f\"], "
+                f'{path}: host.mattr: must be a list of LLVM features such as ["+avx2", "-avx512f"], '
                 f"got {mattr!r}"
             )
         values["mattr"] = tuple(mattr)
