@@ -88,7 +88,7 @@ def check_failures(ran: dict) -> list[str]:
             continue
         if "sqnr_floor_db" in out:
             floor = out["sqnr_floor_db"]
-            found.append(f"output '{out['name']}' SQNR {_fmt(out['sqnr_db'])} dB below its floor {floor} dB")
+            found.append(f"output '{out['name']}' SQNR {fmt(out['sqnr_db'])} dB below its floor {floor} dB")
         else:
             limit = float_part.get("tolerance_rel_err")
             found.append(f"output '{out['name']}' relative error {out['rel_err']:.3g} above {limit}")
@@ -220,7 +220,8 @@ def _tolerance_label(name: str, r: Rule, allowed: float) -> str:
     return f"{allowed:g}"
 
 
-def _fmt(value) -> str:
+def fmt(value) -> str:
+    """A figure as the report prints it."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -230,7 +231,7 @@ def _fmt(value) -> str:
 
 def _delta(name: str, old, new) -> str:
     if not _numeric(old) or not _numeric(new):
-        return "" if old == new else f"{_fmt(old)} -> {_fmt(new)}"
+        return "" if old == new else f"{fmt(old)} -> {fmt(new)}"
     diff = new - old
     if name == "estimate.error":
         return f"{diff * 100:+.2f} points"

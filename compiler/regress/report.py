@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from vpuc.compiler.regress.figures import fmt
 from vpuc.compiler.regress.golden import STATUSES
 
 STYLES = {"failed": "bold red", "regressed": "bold red", "changed": "bold red", "missing": "bold red",
@@ -22,14 +23,6 @@ STYLES = {"failed": "bold red", "regressed": "bold red", "changed": "bold red", 
 def _console() -> Console:
     console = Console()
     return console if console.is_terminal else Console(width=200)
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
 
 
 def print_report(report: dict) -> None:
@@ -43,8 +36,8 @@ def print_report(report: dict) -> None:
         for job, c in rows:
             status = c["status"] if c["status"] == "new" else f"{c['status']} ({_tolerance(c)})"
             shown = f"[{STYLES[c['status']]}]{status}[/]" if STYLES[c["status"]] else status
-            table.add_row(escape(job["model"]), escape(job["target"]), escape(c["figure"]), _fmt(c["golden"]),
-                          _fmt(c["new"]), c["delta"], shown)  # fmt: skip
+            table.add_row(escape(job["model"]), escape(job["target"]), escape(c["figure"]), fmt(c["golden"]),
+                          fmt(c["new"]), c["delta"], shown)  # fmt: skip
         console.print(table)
     table = Table(title=escape(f"vpuc regress {report['suite']}: {len(jobs)} job(s)"), title_justify="left")
     for column in ("model", "target", "result", "figures", "time (s)", "reason / notes"):
@@ -68,7 +61,7 @@ def print_report(report: dict) -> None:
 
 def _change_line(c: dict) -> str:
     return (
-        f"{c['figure']}: {_fmt(c['golden'])} -> {_fmt(c['new'])} {c['delta']} {c['status']} ({_tolerance(c)})"
+        f"{c['figure']}: {fmt(c['golden'])} -> {fmt(c['new'])} {c['delta']} {c['status']} ({_tolerance(c)})"
     )
 
 
