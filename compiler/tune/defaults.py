@@ -69,7 +69,7 @@ def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.Prim
             elif all(kind == DATA_PAR for kind in kinds):
                 _schedule_spatial(trial, trial.get_sblock(name), options)
             else:
-                continue  # a full reduction to a scalar (DynamicQuantizeLinear's min/max) as TVM writes it
+                continue  # a full reduction to a scalar (DynamicQuantizeLinear's min/max): TVM's own form
         except SCHEDULE_ERRORS:
             continue
         sch = trial
