@@ -23,7 +23,7 @@ import tvm
 from tvm import relax
 
 from vpuc.compiler import compat
-from vpuc.compiler.errors import CompileError, last_line
+from vpuc.compiler.errors import CompileError, InternalError, last_line
 from vpuc.compiler.tune.database import TuningDatabase, open_database
 from vpuc.compiler.tune.defaults import ScheduleOptions, default_schedule
 from vpuc.compiler.tune.host import HostTarget, resolve_host_target
@@ -56,7 +56,8 @@ def build_host_library(
     except CompileError:
         raise
     except Exception as exc:  # TVM raises TVMError, ValueError, InternalError...
-        raise CompileError(
+        # The frontend and the passes accepted the model: TVM failing now is vpuc's bug.
+        raise InternalError(
             f"{name}: host build (relax.build, {host.key()}) failed: {last_line(exc)}"
         ) from None
     with tempfile.TemporaryDirectory(prefix="vpuc-build-") as workdir:

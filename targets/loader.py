@@ -140,6 +140,11 @@ def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
     if kind == "cpu" and ("hardware" in data or data.get("ops")):
         table = "hardware" if "hardware" in data else "ops"
         raise TargetError(f"{path}: {table}: a cpu target has no VPU, so no [{table}] table")
+    if kind == "vpu" and not data.get("ops"):  # every op would fall back to the CPU, silently
+        raise TargetError(
+            f"{path}: ops: a vpu target needs an op list ([ops.conv2d], ... as in targets/vpu.toml), "
+            'or inherit one (inherit = "vpu")'
+        )
     return Target(
         name=name,
         kind=kind,
