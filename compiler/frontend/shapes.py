@@ -191,7 +191,7 @@ def _fixed_dims(name: str, vi: onnx.ValueInfoProto, given: tuple[int, ...] | Non
                 f"{name}: input '{vi.name}' has no shape; give --input-shape {vi.name}=D1xD2x..."
             )
         for axis, dim in enumerate(declared):
-            if not dim.HasField("dim_value") or dim.dim_value <= 0:
+            if not dim.HasField("dim_value") or dim.dim_value < 0:
                 label = f"'{dim.dim_param}'" if dim.dim_param else "unknown"
                 raise FrontendError(
                     f"{name}: input '{vi.name}' has a symbolic dim {label} at axis {axis} "

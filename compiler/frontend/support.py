@@ -165,6 +165,15 @@ def _conv_transpose(node, facts: _Facts) -> str | None:
     return None
 
 
+def _reduce_extreme(node, facts: _Facts) -> str | None:
+    """TVM reduces an empty set to the wrong identity (ReduceMin gives -inf) or none (bool)."""
+    shape = facts.shapes.get(node.input[0])
+    empty = shape is not None and 0 in shape
+    if empty and (node.op_type == "ReduceMin" or facts.types.get(node.input[0]) == TensorProto.BOOL):
+        return "a reduction of an empty tensor is not supported"
+    return None
+
+
 CONFIGURATION_CHECKS: dict[str, Callable[[onnx.NodeProto, _Facts], str | None]] = {
     "BatchNormalization": _batch_norm,
     "Dropout": _dropout,
@@ -172,4 +181,6 @@ CONFIGURATION_CHECKS: dict[str, Callable[[onnx.NodeProto, _Facts], str | None]] 
     "RMSNormalization": _rms_norm,
     "RoiAlign": _roi_align,
     "ConvTranspose": _conv_transpose,
+    "ReduceMin": _reduce_extreme,
+    "ReduceMax": _reduce_extreme,
 }
