@@ -17,12 +17,12 @@ import tvm
 from vpuc.compiler import compat
 from vpuc.compiler.errors import FrontendError, last_line
 from vpuc.compiler.frontend.bind import bind_inputs
+from vpuc.compiler.frontend.fixes import fix_ops
 from vpuc.compiler.frontend.fold import fold_shape_computations
 from vpuc.compiler.frontend.index_inputs import index_ranges
 from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
 from vpuc.compiler.frontend.load import load_model
 from vpuc.compiler.frontend.names import name_nodes
-from vpuc.compiler.frontend.op_fixes import fix_ops
 from vpuc.compiler.frontend.shapes import (
     TensorSpec,
     check_static_shapes,

@@ -19,7 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vpuc.compiler import compat
 from vpuc.compiler.errors import FrontendError
-from vpuc.compiler.frontend.op_fixes import conv_transpose_padding
+from vpuc.compiler.frontend.fixes.semantics import conv_transpose_padding
+from vpuc.compiler.frontend.fold import ATTRIBUTE_LIKE_INPUTS
 from vpuc.compiler.frontend.shapes import static_shapes
 
 # Ops the importer lists but cannot convert (found on ONNX's backend node tests).
@@ -58,7 +59,7 @@ def unsupported_configurations(model: onnx.ModelProto) -> list[tuple[str, str]]:
     for index, node in enumerate(model.graph.node):
         if node.domain not in ("", "ai.onnx"):
             continue
-        reason = _type_reason(node, facts)
+        reason = _type_reason(node, facts) or _empty_constant_reason(node, facts)
         check = CONFIGURATION_CHECKS.get(node.op_type)
         reason = reason or (check(node, facts) if check else None)
         if reason:
@@ -118,6 +119,16 @@ def _type_reason(node: onnx.NodeProto, facts: _Facts) -> str | None:
     return None
 
 
+def _empty_constant_reason(node: onnx.NodeProto, facts: _Facts) -> str | None:
+    """TVM writes an empty constant into the host library in a form it cannot read back."""
+    parameters = ATTRIBUTE_LIKE_INPUTS.get(node.op_type, ())
+    for position, tensor in enumerate(node.input):
+        proto = facts.constants.get(tensor)
+        if proto is not None and position not in parameters and 0 in proto.dims:
+            return f"the empty constant '{tensor}' (a dim of size 0) is not supported as data"
+    return None
+
+
 # --- one check per op: the node and what is known -> the reason it is refused, or None ---------
 
 
@@ -166,11 +177,44 @@ def _conv_transpose(node, facts: _Facts) -> str | None:
 
 
 def _reduce_extreme(node, facts: _Facts) -> str | None:
-    """TVM reduces an empty set to the wrong identity (ReduceMin gives -inf) or none (bool)."""
+    """TVM's max/min of an empty set is not ONNX's -inf/+inf (ReduceMin gives -inf)."""
     shape = facts.shapes.get(node.input[0])
-    empty = shape is not None and 0 in shape
-    if empty and (node.op_type == "ReduceMin" or facts.types.get(node.input[0]) == TensorProto.BOOL):
+    if shape is not None and 0 in shape:
         return "a reduction of an empty tensor is not supported"
+    return None
+
+
+def _resize(node, facts: _Facts) -> str | None:
+    if _attr(node, "antialias", 0):
+        return "antialias=1 is not supported"
+    mode = _attr(node, "coordinate_transformation_mode", b"half_pixel")
+    if (mode.decode() if isinstance(mode, bytes) else mode) == "half_pixel_symmetric":
+        return "coordinate_transformation_mode 'half_pixel_symmetric' is not supported"
+    scales = facts.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    shape = facts.shapes.get(node.input[0])
+    if scales is not None and scales.size and shape is not None:
+        axes = _attr(node, "axes") or range(len(shape))
+        sizes = np.asarray([shape[a] for a in axes], np.float64) * scales.astype(np.float64)
+        if not np.allclose(sizes, np.round(sizes)):
+            return (
+                "scales whose output size is not a whole number are not supported (TVM maps "
+                "coordinates by the rounded size, ONNX by the scale)"
+            )
+    return None
+
+
+def _split(node, facts: _Facts) -> str | None:
+    sizes = facts.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if sizes is None:
+        sizes = np.asarray(_attr(node, "split", []) or [1])
+    if (sizes == 0).any():
+        return "empty parts (a split size of 0) are not supported"
+    return None
+
+
+def _top_k(node, facts: _Facts) -> str | None:
+    if facts.types.get(node.input[0]) == TensorProto.UINT64:
+        return "uint64 input is not supported (TVM's topk has no uint64 kernel)"
     return None
 
 
@@ -183,4 +227,7 @@ CONFIGURATION_CHECKS: dict[str, Callable[[onnx.NodeProto, _Facts], str | None]] 
     "ConvTranspose": _conv_transpose,
     "ReduceMin": _reduce_extreme,
     "ReduceMax": _reduce_extreme,
+    "Resize": _resize,
+    "Split": _split,
+    "TopK": _top_k,
 }

@@ -195,7 +195,10 @@ def first_bad_pass(model: onnx.ModelProto, target: str, inputs: dict, kind: str)
     while bad - good > 1:
         mid = (good + bad) // 2
         good, bad = (good, mid) if fails(mid) else (mid, bad)
-    return {"first_bad_pass": steps[bad - 1].name, "verdict": f"correct after {good} passes, wrong after {bad}"}
+    return {
+        "first_bad_pass": steps[bad - 1].name,
+        "verdict": f"correct after {good} passes, wrong after {bad}",
+    }
 
 
 def finish_pending() -> list[Path]:

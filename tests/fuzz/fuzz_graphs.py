@@ -62,7 +62,9 @@ class Graph:
         or its output is empty or too large (the strategy then draws another op)."""
         out = self.name(op.lower()[:4])
         node = helper.make_node(op, inputs, [out], name=f"{op}_{len(self.nodes)}", **attrs)
-        types = {i: helper.make_tensor_type_proto(TensorProto.FLOAT, list(self.shapes[i])) for i in inputs if i}
+        types = {
+            i: helper.make_tensor_type_proto(TensorProto.FLOAT, list(self.shapes[i])) for i in inputs if i
+        }
         data = {t.name: t for t in self.initializers if t.name in inputs and t.data_type == TensorProto.INT64}
         for t in self.initializers:
             if t.name in inputs:
@@ -155,7 +157,7 @@ def _ceil_window_in_padding(spatial, kernel, dilations, attrs) -> bool:
     drops it (as PyTorch does), ONNX's shape inference for opset 17 keeps it, so the
     model's own output shape is in dispute. The fuzzer leaves such models out."""
     pads, strides = attrs["pads"], attrs["strides"]
-    for i, (s, k, d) in enumerate(zip(spatial, kernel, dilations)):
+    for i, (s, k, d) in enumerate(zip(spatial, kernel, dilations, strict=True)):
         span = s + pads[i] + pads[i + 2] - ((k - 1) * d + 1)
         out = -(-span // strides[i]) + 1
         if (out - 1) * strides[i] >= s + pads[i]:
@@ -167,7 +169,10 @@ def _window_fits(spatial, kernel, dilations, pads) -> bool:
     """The dilated window fits in the padded input (ONNX's shape inference rounds a negative
     quotient towards zero and accepts what onnxruntime rejects)."""
     n = len(spatial)
-    return all((k - 1) * d + 1 <= s + pads[i] + pads[i + n] for i, (s, k, d) in enumerate(zip(spatial, kernel, dilations)))
+    return all(
+        (k - 1) * d + 1 <= s + pads[i] + pads[i + n]
+        for i, (s, k, d) in enumerate(zip(spatial, kernel, dilations, strict=True))
+    )
 
 
 def global_pool(draw, g: Graph, x: str):
@@ -309,7 +314,9 @@ def concat(draw, g: Graph, x: str):
 
     def fits(t):
         s = g.shapes[t]
-        return len(s) == len(shape) and all(a == b for i, (a, b) in enumerate(zip(s, shape)) if i != axis_p)
+        return len(s) == len(shape) and all(
+            a == b for i, (a, b) in enumerate(zip(s, shape, strict=True)) if i != axis_p
+        )
 
     partners = [t for t in g.order if fits(t)]
     others = draw(st.lists(st.sampled_from(partners), min_size=1, max_size=2))
@@ -349,7 +356,9 @@ def pad(draw, g: Graph, x: str):
 def reduce(draw, g: Graph, x: str):
     rank = len(g.shapes[x])
     op = draw(st.sampled_from(["ReduceMean", "ReduceSum", "ReduceMax"]))
-    axes = draw(st.lists(st.integers(-rank, rank - 1), min_size=1, max_size=rank, unique_by=lambda a: a % rank))
+    axes = draw(
+        st.lists(st.integers(-rank, rank - 1), min_size=1, max_size=rank, unique_by=lambda a: a % rank)
+    )
     return g.node(op, [x], axes=axes, keepdims=draw(st.integers(0, 1)))
 
 
@@ -357,7 +366,21 @@ OPS_BY_RANK = {
     4: [conv, conv, pool, global_pool, batch_norm, flatten],
     2: [gemm, gemm],
 }
-ANY_RANK = [unary, unary, clip, binary, binary, softmax, matmul, reshape, transpose, concat, slice_, pad, reduce]
+ANY_RANK = [
+    unary,
+    unary,
+    clip,
+    binary,
+    binary,
+    softmax,
+    matmul,
+    reshape,
+    transpose,
+    concat,
+    slice_,
+    pad,
+    reduce,
+]
 
 
 @st.composite

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from fuzz_graphs import float_graphs, random_inputs
 from hypothesis import reject
 from hypothesis import strategies as st
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-from fuzz_graphs import float_graphs, random_inputs
 
 CALIBRATION_SAMPLES = 4
 

@@ -92,7 +92,9 @@ def collect_cases(pattern: str | None = None) -> list[NodeCase]:
             continue
         inputs, outputs = case.data_sets[0]
         cases.append(
-            NodeCase(case.name, case.model.SerializeToString(), list(inputs), list(outputs), case.rtol, case.atol)
+            NodeCase(
+                case.name, case.model.SerializeToString(), list(inputs), list(outputs), case.rtol, case.atol
+            )
         )
     return cases
 
@@ -114,15 +116,15 @@ def run_case(case: NodeCase) -> CaseResult:
 
 def _run_in(case: NodeCase, workdir: Path) -> tuple[str, str]:
     model = onnx.load_from_string(case.model)
-    arrays = _input_arrays(model, case.inputs)
-    if isinstance(arrays, str):
-        return "harness", arrays
+    arrays, not_tensor = _input_arrays(model, case.inputs)
     model, arrays = bind_parameter_inputs(model, arrays)
     model_path, artifact = workdir / "model.onnx", workdir / "model.vpub"
     onnx.save(model, model_path)
     code, err = _vpuc("compile", model_path, "--target", "cpu", "-o", artifact)
     if code != 0:
         return ("refused" if code == 2 else "crash"), err
+    if not_tensor:  # vpuc compiled it, but an .npz cannot carry this input
+        return "harness", not_tensor
     np.savez(workdir / "inputs.npz", **{name: _raw(a) for name, a in arrays.items()})
     outputs_path = workdir / "outputs.npz"
     code, err = _vpuc("run", artifact, "--inputs", workdir / "inputs.npz", "--outputs", outputs_path)
@@ -176,16 +178,18 @@ def _raw(array: np.ndarray) -> np.ndarray:
     return array.view(f"V{array.dtype.itemsize}") if array.dtype.kind == "V" else array
 
 
-def _input_arrays(model: onnx.ModelProto, values: list) -> dict[str, np.ndarray] | str:
+def _input_arrays(model: onnx.ModelProto, values: list) -> tuple[dict[str, np.ndarray], str]:
+    """The tensor inputs by name, and what is wrong with the first one that is not a tensor."""
     initializers = {t.name for t in model.graph.initializer}
     names = [vi.name for vi in model.graph.input if vi.name not in initializers]
-    arrays = {}
+    arrays, not_tensor = {}, ""
     for name, value in zip(names, values, strict=False):
         array = _as_array(value)
-        if not isinstance(array, np.ndarray):
-            return f"input '{name}' is a {type(value).__name__}, not a tensor"
-        arrays[name] = array
-    return arrays
+        if isinstance(array, np.ndarray):
+            arrays[name] = array
+        elif not not_tensor:
+            not_tensor = f"input '{name}' is a {type(value).__name__}, not a tensor"
+    return arrays, not_tensor
 
 
 def _as_array(value):

@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("-k", dest="pattern", help="only cases whose name matches this regex")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})")
+    parser.add_argument(
+        "--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})"
+    )
     parser.add_argument("--update-pass-list", action="store_true", help=f"rewrite {PASS_LIST.name}")
     parser.add_argument("--check", action="store_true", help="fail on a lost pass or any wrong answer")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case as it ends")
@@ -54,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.pattern:
             parser.error("--update-pass-list needs a full run (no -k)")
         passed = sorted(r.name for r in results if r.outcome == "pass")
-        header = "# ONNX backend node tests vpuc passes (tests/onnx_node/run_node_tests.py --update-pass-list)\n"
+        header = (
+            "# ONNX backend node tests vpuc passes (tests/onnx_node/run_node_tests.py --update-pass-list)\n"
+        )
         PASS_LIST.write_text(header + "\n".join(passed) + "\n")
         print(f"{PASS_LIST}: {len(passed)} cases")
     if args.check:
@@ -71,7 +75,9 @@ def _run_all(cases, jobs: int, verbose: bool) -> list[CaseResult]:
             try:
                 result = future.get(CASE_TIMEOUT_S)
             except multiprocessing.TimeoutError:
-                result = CaseResult(case.name, "crash", f"no answer in {CASE_TIMEOUT_S} s", case_ops(case), 0.0)
+                result = CaseResult(
+                    case.name, "crash", f"no answer in {CASE_TIMEOUT_S} s", case_ops(case), 0.0
+                )
             except Exception as exc:  # the worker raised: a bug of the harness or of vpuc
                 result = CaseResult(case.name, "crash", f"{type(exc).__name__}: {exc}", case_ops(case), 0.0)
             results.append(result)
