@@ -48,10 +48,23 @@ DEFAULT_MIN_SQNR_DB = 25.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # in argparse's own output (--help, --version, usage)
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        raise
     if not hasattr(args, "handler"):
         parser.print_help()
+        sys.stdout.flush()
         return EXIT_USER_ERROR
     return _guarded(args.command, args.handler, args)
 

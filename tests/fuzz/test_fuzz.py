@@ -24,7 +24,7 @@ from fuzz_qdq import qdq_graphs
 from hypothesis import HealthCheck, given, settings
 
 LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
-CI_EXAMPLES = {"cpu": 12, "vpu": 5, "vpu-plus": 5}
+CI_EXAMPLES = {"cpu": 12, "vpu": 3, "vpu-plus": 3}
 
 
 def _settings(target: str):

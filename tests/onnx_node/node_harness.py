@@ -241,6 +241,33 @@ def _diff(out: np.ndarray, ref: np.ndarray) -> str:
         return "not comparable as numbers"
 
 
-def read_pass_list(path: Path = PASS_LIST) -> list[str]:
+def read_pass_list(path: Path = PASS_LIST) -> dict[str, str]:
+    """{case name: op} from the pass list (lines `name op`, `#` comments)."""
     lines = path.read_text().splitlines() if path.exists() else []
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    rows = [line.split() for line in lines if line.strip() and not line.startswith("#")]
+    return {row[0]: row[1] for row in rows}
+
+
+def run_case_in_process(case: NodeCase) -> CaseResult:
+    """The quick form for CI: the same compile (driver.compile_model), the host library run
+    from memory on the VM (no .vpub file, no .npz, no gcc link), the same comparison."""
+    import tvm
+
+    from vpuc.compiler import CompileError, compat
+    from vpuc.compiler.driver import CompileOptions, prepare_model
+
+    start = time.perf_counter()
+    model = onnx.load_from_string(case.model)
+    arrays, not_tensor = _input_arrays(model, case.inputs)
+    model, arrays = bind_parameter_inputs(model, arrays)
+    try:
+        prepared = prepare_model(model, "cpu", CompileOptions())
+        vm = compat.virtual_machine(compat.build_host(prepared.mod, "llvm"))
+    except CompileError as exc:
+        return CaseResult(case.name, "refused", str(exc), case_ops(case), time.perf_counter() - start)
+    names = [spec.name for spec in prepared.imported.inputs]
+    outputs = compat.flatten_outputs(vm["main"](*[tvm.runtime.tensor(arrays[n]) for n in names]))
+    got = dict(zip([spec.name for spec in prepared.imported.outputs], outputs, strict=False))
+    expected = [_as_array(o) for o in case.outputs]
+    outcome, detail = compare_outputs([o.name for o in model.graph.output], got, expected, case.rtol, case.atol)
+    return CaseResult(case.name, outcome, detail or not_tensor, case_ops(case), time.perf_counter() - start)
