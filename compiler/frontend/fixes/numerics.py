@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
@@ -19,9 +20,8 @@ def extreme_reduction(node, ctx: Rewrite, label: str):
         return None  # empty: refused by frontend/support.py
     dtype = ctx.elem_np(x)
     is_max = node.op_type == "ReduceMax"
-    limit = ctx.const(
-        np.array(np.finfo(dtype).min if is_max else np.finfo(dtype).max, dtype), f"{label}/limit"
-    )
+    info = ml_dtypes.finfo(dtype)  # numpy's finfo has no bfloat16
+    limit = ctx.const(np.array(info.min if is_max else info.max, dtype), f"{label}/limit")
     raw = remake(node, list(node.input), [ctx.fresh(f"{label}/raw")])
     at_limit = make(ctx, label, "Equal", [raw.output[0], limit])
     hits = make(ctx, label, "Equal", [x, limit])
