@@ -4,8 +4,9 @@ programs and weights, report.json).
 The manifest records the format version, the target, the inputs and outputs (name, shape,
 dtype), the sha256 of every member and its own (`manifest_sha256`, over the rest of it);
 `Artifact.load` refuses a file whose checksums or version do not match, so an edited
-manifest never reaches the executor. `save` writes to a temporary file and renames it, so a failed save
-never leaves a half-written artifact behind.
+manifest never reaches the executor (runtime/manifest.py checks the structure of one that
+was rewritten with its checksums). `save` writes to a temporary file and renames it, so a
+failed save never leaves a half-written artifact behind.
 """
 
 from __future__ import annotations

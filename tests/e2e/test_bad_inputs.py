@@ -303,3 +303,26 @@ def test_tvm_failing_in_the_host_build_is_a_vpuc_bug(tmp_path, monkeypatch, vpuc
         vpuc("compile", model, "-o", tmp_path / "m.vpub"), 3, "internal error", "host build", "bug in vpuc"
     )
     assert not (tmp_path / "m.vpub").exists()
+
+
+# --- asm / disasm ----------------------------------------------------------------------------
+
+
+def test_disasm_of_an_empty_file(vpuc, tmp_path):
+    (tmp_path / "p.bin").write_bytes(b"")
+    _one_line(vpuc("disasm", tmp_path / "p.bin"), 2, "p.bin: empty file")
+
+
+def test_asm_of_a_program_without_end(vpuc, tmp_path):
+    (tmp_path / "p.s").write_text("# a load and nothing after it\nload dram=0 sram=0 row_bytes=16\n")
+    _one_line(vpuc("asm", tmp_path / "p.s", "-o", tmp_path / "p.bin"), 2, "p.s:2:", "does not end with 'end'")
+    assert not (tmp_path / "p.bin").exists()
+
+
+def test_asm_onto_its_own_source(vpuc, tmp_path):
+    source = tmp_path / "p.s"
+    source.write_text("load dram=0 sram=0 row_bytes=16\nend\n")
+    _one_line(vpuc("asm", source, "-o", source), 2, "names the program itself")
+    assert source.read_text().startswith("load")
+    assert vpuc("asm", source, "-o", tmp_path / "p.bin").returncode == 0
+    assert vpuc("disasm", tmp_path / "p.bin").returncode == 0
