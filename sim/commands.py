@@ -28,7 +28,7 @@ from vpuc.sim.simulator import SimResult, Simulator
 from vpuc.sim.stats import SimStats
 from vpuc.sim.trace import write_chrome_trace
 from vpuc.targets import TargetError, load_target
-from vpuc.targets.isa.asm import disassemble, read_program
+from vpuc.targets.isa.asm import disassemble, read_program, require_end
 
 EXIT_USER_ERROR = 2
 
@@ -90,6 +90,7 @@ def asm_command(args: argparse.Namespace) -> int:
         return _fail("asm", f"{output}: -o names the program itself; give another file such as program.bin")
     try:
         program = read_program(args.program)
+        require_end(program)
         _write_atomically(output, program.to_bytes())
     except (VpuError, OSError) as error:
         return _fail("asm", str(error))

@@ -168,9 +168,8 @@ def disassemble(program: Program) -> str:
 
 
 def read_program(path: str | Path) -> Program:
-    """A program file: binary (starts with 'VPUP') or assembly text. It must end with `end`:
-    the VPU would otherwise run past its last instruction (what `vpuc sim`, `asm` and
-    `disasm` read, so each refuses a file that is empty or cut short)."""
+    """A program file: binary (starts with 'VPUP') or assembly text; an empty file is
+    neither."""
     data = Path(path).read_bytes()
     if not data.strip():
         raise AsmError(f"{path}: empty file (neither a VPU program nor assembly text)")
@@ -182,7 +181,12 @@ def read_program(path: str | Path) -> Program:
         except UnicodeDecodeError:
             raise AsmError(f"{path}: neither a VPU program (no 'VPUP' header) nor text") from None
         program = assemble(text, source=str(path))
-    if not program.instructions or program.instructions[-1].opcode != Opcode.END:
-        where = program.location(len(program) - 1) if len(program) else str(path)
-        raise AsmError(f"{where}: the program does not end with 'end' (the VPU would run past it)")
     return program
+
+
+def require_end(program: Program) -> None:
+    """A program must end with `end`, or the VPU runs past its last instruction: what `vpuc
+    asm` checks before it writes a binary (`vpuc sim` finds it when it gets there)."""
+    if not program.instructions or program.instructions[-1].opcode != Opcode.END:
+        where = program.location(len(program) - 1) if len(program) else program.source
+        raise AsmError(f"{where}: the program does not end with 'end' (the VPU would run past it)")
