@@ -326,3 +326,16 @@ def test_asm_onto_its_own_source(vpuc, tmp_path):
     assert source.read_text().startswith("load")
     assert vpuc("asm", source, "-o", tmp_path / "p.bin").returncode == 0
     assert vpuc("disasm", tmp_path / "p.bin").returncode == 0
+
+
+def test_tvm_failing_in_the_partitioner_is_a_vpuc_bug(tmp_path, monkeypatch, vpuc, zoo_dir):
+    import tvm
+
+    def broken(*args, **kwargs):
+        raise tvm.error.InternalError("Check failed: something inside TVM")
+
+    monkeypatch.setattr(tvm.relax.transform, "FuseOpsByPattern", broken)  # only the partitioner calls it
+    result = vpuc("compile", zoo_dir / "tinyconvnet.onnx", "--target", "vpu", "--calib-synthetic", "2",
+                  "-o", tmp_path / "m.vpub")  # fmt: skip
+    _one_line(result, 3, "internal error", "VPU partitioning failed inside TVM", "bug in vpuc")
+    assert not (tmp_path / "m.vpub").exists()
