@@ -111,8 +111,10 @@ def test_input_shape_given_twice_differently(vpuc, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "flag", [["--calib", "c.npz"], ["--calib-synthetic", "8"], ["--calib-method", "minmax"]]
-)
+    "flag",
+    [["--calib", "c.npz"], ["--calib-synthetic", "8"], ["--calib-method", "minmax"], ["--adaround"],
+     ["--equalize"], ["--keep-float", "r"]],
+)  # fmt: skip
 def test_calibration_options_with_a_cpu_target(vpuc, tmp_path, flag):
     model = _relu(tmp_path / "m.onnx")
     _one_line(
@@ -124,13 +126,13 @@ def test_calibration_options_with_a_cpu_target(vpuc, tmp_path, flag):
 @pytest.mark.parametrize(
     "op,inputs,outputs,node,fragment",
     [
-        ("Unique", [("x", [6])], [("y", ["n"])], "uniq", "node 'uniq' (Unique): output 'y'"),
+        ("Unique", [("x", [6])], [("y", ["n"])], "uniq", "node 'uniq' (Unique) gives 'y'"),
         (
             "NonMaxSuppression",
             [("b", [1, 6, 4]), ("s", [1, 1, 6])],
             [("y", ["n", 3])],
             "nms",
-            "node 'nms' (NonMaxSuppression)",
+            "node 'nms' (NonMaxSuppression) gives 'y'",
         ),
     ],
 )  # fmt: skip
@@ -143,7 +145,7 @@ def test_data_dependent_shapes_name_the_node(vpuc, tmp_path, op, inputs, outputs
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
         [helper.make_tensor_value_info(n, dtype, s) for n, s in outputs],
     )
-    _one_line(vpuc("compile", model, "-o", tmp_path / "m.vpub"), 2, fragment, "depends on the input values")
+    _one_line(vpuc("compile", model, "-o", tmp_path / "m.vpub"), 2, fragment, "known only at run time")
 
 
 # --- run: inputs -----------------------------------------------------------------------------

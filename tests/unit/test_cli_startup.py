@@ -38,3 +38,14 @@ def test_calibration_choices_match_the_quantiser():
     assert cli.CALIB_METHODS == quantize.METHODS
     assert cli.DEFAULT_CALIB_METHOD == quantize.DEFAULT_METHOD
     assert cli.DEFAULT_PERCENTILE == quantize.DEFAULT_PERCENTILE
+
+
+def test_quantiser_defaults_match_the_quantiser():
+    """--help's defaults for the quantiser's methods, spelled in the CLI for the same reason."""
+    from vpuc.compiler.quantize import QuantOptions
+    from vpuc.compiler.quantize.options import DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB
+
+    default = QuantOptions()
+    assert cli.QUANT_SWITCHES == {name: getattr(default, name) for name in cli.QUANT_SWITCHES}
+    assert set(cli.QUANT_SWITCHES) == {"equalize", "absorb_bias", "smoothquant", "adaround", "sensitivity"}
+    assert (cli.DEFAULT_ADAROUND_BUDGET_S, cli.DEFAULT_MIN_SQNR_DB) == (DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB)
