@@ -341,3 +341,34 @@ def test_tvm_failing_in_the_partitioner_is_a_vpuc_bug(tmp_path, monkeypatch, vpu
                   "-o", tmp_path / "m.vpub")  # fmt: skip
     _one_line(result, 3, "internal error", "VPU partitioning failed inside TVM", "bug in vpuc")
     assert not (tmp_path / "m.vpub").exists()
+
+
+@pytest.mark.parametrize("shape, loads", [([1, 0], False), ([2, 4, 0], False), ([0, 2], True), ([0], True)])
+def test_an_empty_constant_the_host_library_cannot_hold_is_refused(vpuc, tmp_path, shape, loads):
+    """TVM's importer folds a ConstantOfShape of an empty shape into a constant that its own
+    library loader rejects unless the first dim is the empty one (ONNX's node test
+    causal_conv_with_state_kernel_size_one_expanded): refused at compile time, not an
+    artifact that does not load."""
+    value = onnx.numpy_helper.from_array(np.array([1.5], np.float32))
+    shape_init = onnx.numpy_helper.from_array(np.array(shape, np.int64), "s")
+    model = _save(
+        tmp_path / "m.onnx",
+        [helper.make_node("ConstantOfShape", ["s"], ["e"], value=value, name="zeros"),
+         helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("e", TensorProto.FLOAT, shape)],
+        [shape_init],
+    )  # fmt: skip
+    artifact = tmp_path / "m.vpub"
+    compiled = vpuc("compile", model, "--target", "cpu", "-o", artifact)
+    if not loads:
+        _one_line(compiled, 2, f"an empty tensor (shape {shape})", "not supported")
+        assert not artifact.exists()
+        return
+    assert compiled.returncode == 0, compiled.stderr
+    out = tmp_path / "out.npz"
+    ran = vpuc("run", artifact, "--outputs", out)
+    assert ran.returncode == 0, ran.stderr
+    with np.load(out) as data:
+        assert data["e"].shape == tuple(shape) and np.array_equal(data["y"].shape, [2])

@@ -2,9 +2,19 @@
 
     float model, --target cpu      onnxruntime (optimisations off) on the float model;
                                    |ours - ref| <= 1e-4 * (|ref| + max|ref|) + 1e-5
-    QDQ model, --target vpu/...    onnxruntime (optimisations off) on the QDQ model: the ONNX
-                                   QDQ semantics; |ours - ref| <= 1 LSB of the output's
-                                   quantisation (the scale of the DequantizeLinear behind it)
+    QDQ model, --target vpu/...    1. every int8 output of every VPU subgraph (run in the
+                                   simulator) within 1 LSB of the artifact's QDQ reference
+                                   (the same graph with that subgraph evaluated on the host
+                                   in float QDQ semantics: runtime/check.py, as `vpuc run
+                                   --check` does);
+                                   2. that QDQ reference's model outputs within 1 LSB of
+                                   onnxruntime (optimisations off) on the QDQ model, the
+                                   ONNX QDQ semantics (1 LSB: the scale of the
+                                   DequantizeLinear behind the output);
+                                   3. with no VPU subgraph, the artifact's own outputs
+                                   within 1 LSB of onnxruntime.
+                                   A graph with VPU subgraphs must have run them (the
+                                   simulator is never bypassed): `vpu_graphs` counts them.
 
 vpuc runs through its public API, as a user's script would: compile_model(...).save() and
 vpuc.runtime.load(path).run(inputs). A compile-time refusal (CompileError) is a clean answer,
@@ -147,14 +157,43 @@ def run_check(model: onnx.ModelProto, target: str, inputs: dict, kind: str, **ch
     Raises for anything that is neither (a crash is a failure too)."""
     reference = ort_outputs(model, inputs)
     try:
-        ours = vpuc_outputs(model, target, inputs, **choices)
+        if kind == "float":
+            return float_mismatch(vpuc_outputs(model, target, inputs, **choices), reference)
+        return qdq_mismatch(model, target, inputs, reference, **choices)
     except CompileError as exc:
         REFUSALS[target][_short(exc)] += 1
         STATS[target]["refused"] += 1
         return None
-    if kind == "float":
-        return float_mismatch(ours, reference)
-    return lsb_mismatch(ours, reference, output_lsbs(model))
+
+
+def qdq_mismatch(model, target: str, inputs: dict, reference: dict, **choices) -> str | None:
+    """The three checks of the module doc on a QDQ model compiled for a VPU target."""
+    from vpuc.runtime.check import _qdq_check
+
+    artifact = compile_model(model, target=target, **choices)
+    with tempfile.TemporaryDirectory(prefix="vpuc-fuzz-") as workdir:
+        executable = runtime.load(artifact.save(Path(workdir) / "model.vpub"))
+        executable.record_outputs(True)
+        ours = executable.run(inputs)
+        lsbs = output_lsbs(model)
+        if not executable.vpu_calls:
+            return lsb_mismatch(ours, reference, lsbs)
+        ran = {call.subgraph for call in executable.last_run.calls}
+        if ran != {call.subgraph for call in executable.vpu_calls}:
+            return f"VPU subgraphs {sorted(ran)} ran, the artifact has {len(executable.vpu_calls)}"
+        STATS[target]["vpu graphs"] += 1
+        STATS[target]["vpu subgraphs"] += len(ran)
+        captured, qdq_outputs = executable.reference_run(inputs)
+        check = _qdq_check(executable, captured, 1)
+    bad = [row for row in check["outputs"] if not row["passed"]]
+    if bad:
+        row = bad[0]
+        return (
+            f"VPU subgraph {row['subgraph']} output '{row['output']}': {row['max_lsb']} LSB from the "
+            f"QDQ reference ({row['exact_share']:.1%} of {row['elements']} exact)"
+        )
+    problem = lsb_mismatch(qdq_outputs, reference, lsbs)
+    return None if problem is None else f"QDQ reference against onnxruntime: {problem}"
 
 
 def _short(exc: Exception) -> str:

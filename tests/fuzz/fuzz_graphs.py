@@ -125,6 +125,8 @@ def conv(draw, g: Graph, x: str):
         attrs["auto_pad"] = auto_pad
         if auto_pad != "VALID":  # onnxruntime: "Dilation not supported for SAME_UPPER/LOWER"
             attrs["dilations"] = [1, 1]
+        elif not _window_fits((h, w), attrs["kernel_shape"], attrs["dilations"], [0, 0, 0, 0]):
+            return None  # onnxruntime rejects what shape inference accepts (found by the fuzzer)
     inputs = [x, g.const(weights(g, (out_c, c // groups, kh, kw), c // groups * kh * kw))]
     if draw(st.booleans()):
         inputs.append(g.const(weights(g, (out_c,), 1), "b"))

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_pass_list:
         if args.pattern:
             parser.error("--update-pass-list needs a full run (no -k)")
-        passed = sorted(r.name for r in results if r.outcome == "pass")
+        passed = sorted(f"{r.name} {r.ops}" for r in results if r.outcome == "pass")
         header = (
             "# ONNX backend node tests vpuc passes (tests/onnx_node/run_node_tests.py --update-pass-list)\n"
         )
@@ -118,9 +118,9 @@ def _category(result: CaseResult) -> str:
             if key in detail:
                 return f"refused: {label}"
         return "refused: other"
-    if result.outcome == "wrong":
+    if result.outcome in ("wrong", "disputed"):
         kind = "shape" if "shape" in detail else "dtype" if "dtype" in detail else "values"
-        return f"wrong: {kind}"
+        return f"{result.outcome}: {kind}"
     return result.outcome
 
 
