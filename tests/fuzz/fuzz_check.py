@@ -13,8 +13,10 @@
                                    DequantizeLinear behind the output);
                                    3. with no VPU subgraph, the artifact's own outputs
                                    within 1 LSB of onnxruntime.
-                                   A graph with VPU subgraphs must have run them (the
-                                   simulator is never bypassed): `vpu_graphs` counts them.
+                                   Compiled with the profitability rule off (VPU_CHOICES): the
+                                   cost model would keep most small graphs on the CPU. A graph
+                                   with VPU subgraphs must have run them all in the simulator;
+                                   `vpu graphs` counts the graphs that had any.
 
 vpuc runs through its public API, as a user's script would: compile_model(...).save() and
 vpuc.runtime.load(path).run(inputs). A compile-time refusal (CompileError) is a clean answer,
@@ -45,6 +47,7 @@ STATS_JSON = REPO / "out" / "fuzz_stats.json"
 FLOAT_RTOL = 1e-4
 FLOAT_ATOL = 1e-5
 LSB_SLACK = 1.0 + 1e-5  # float32 rounding of the dequantised values themselves
+VPU_CHOICES = {"profitability": False, "min_subgraph_ops": 1}  # every VPU-able layer on the VPU
 
 # graphs run / refused / failed, per target, in this session
 STATS: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -170,6 +173,8 @@ def qdq_mismatch(model, target: str, inputs: dict, reference: dict, **choices) -
     """The three checks of the module doc on a QDQ model compiled for a VPU target."""
     from vpuc.runtime.check import _qdq_check
 
+    # The cost model keeps the fuzzer's small graphs on the CPU; here the VPU must run them.
+    choices = {**VPU_CHOICES, **choices}
     artifact = compile_model(model, target=target, **choices)
     with tempfile.TemporaryDirectory(prefix="vpuc-fuzz-") as workdir:
         executable = runtime.load(artifact.save(Path(workdir) / "model.vpub"))

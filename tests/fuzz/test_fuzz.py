@@ -24,7 +24,7 @@ from fuzz_qdq import qdq_graphs
 from hypothesis import HealthCheck, given, settings
 
 LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
-CI_EXAMPLES = {"cpu": 12, "vpu": 3, "vpu-plus": 3}
+CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12}
 
 
 def _settings(target: str):
