@@ -264,12 +264,15 @@ def read_disputed(path: Path = DISPUTED_LIST) -> dict[str, str]:
 
 
 def run_case_in_process(case: NodeCase) -> CaseResult:
-    """The quick form for CI: the same compile (driver.compile_model), the host library run
-    from memory on the VM (no .vpub file, no .npz, no gcc link), the same comparison."""
+    """The quick form for CI: the same compile (driver.prepare_model, then build.py's
+    scheduling and relax.build), the host library run from memory on the VM (no .vpub file,
+    no .npz, no gcc link), the same comparison."""
     import tvm
 
     from vpuc.compiler import CompileError, compat
+    from vpuc.compiler.build import host_executable
     from vpuc.compiler.driver import CompileOptions, prepare_model
+    from vpuc.compiler.tune.host import resolve_host_target
 
     start = time.perf_counter()
     model = onnx.load_from_string(case.model)
@@ -277,7 +280,8 @@ def run_case_in_process(case: NodeCase) -> CaseResult:
     model, arrays = bind_parameter_inputs(model, arrays)
     try:
         prepared = prepare_model(model, "cpu", CompileOptions())
-        vm = compat.virtual_machine(compat.build_host(prepared.mod, "llvm"))
+        executable, _ = host_executable(prepared.mod, resolve_host_target(prepared.target))
+        vm = compat.virtual_machine(executable)
     except CompileError as exc:
         return CaseResult(case.name, "refused", str(exc), case_ops(case), time.perf_counter() - start)
     names = [spec.name for spec in prepared.imported.inputs]
