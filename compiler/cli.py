@@ -531,15 +531,18 @@ def _tune(args) -> int:
     from vpuc.compiler.errors import CompileError
     from vpuc.compiler.reports import print_tune_report
     from vpuc.compiler.tune.tuner import tune_model
+    from vpuc.targets import load_target
 
     if args.time_budget is not None and args.time_budget <= 0:
         raise CompileError(f"--time-budget: must be positive, got {args.time_budget}")
+    target = load_target(args.target)
     options = CompileOptions(
-        input_shapes=_input_shapes(args.input_shape), **_partition_options(args), **_calibration_options(args)
-    )
+        input_shapes=_input_shapes(args.input_shape), **_partition_options(args),
+        **_calibration_options(args, target),
+    )  # fmt: skip
     budget_s = args.time_budget * 60 if args.time_budget is not None else None
     result = tune_model(
-        args.model, args.target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
+        args.model, target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
         seed=args.seed, progress=not args.json and sys.stderr.isatty(),
     )  # fmt: skip
     if args.json:
