@@ -118,7 +118,7 @@ def _scheduled_or_as_written(kernel, options: ScheduleOptions):
     ONNX's node tests; they compiled and passed before default schedules)."""
     try:
         return default_schedule(kernel, options)
-    except Exception:  # tvm.tir.ScheduleError and IndexError from the schedule rules
+    except (RuntimeError, ValueError, IndexError, TypeError):  # TVM schedule errors, the rules
         return kernel
 
 

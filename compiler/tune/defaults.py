@@ -60,7 +60,7 @@ def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.Prim
         except SCHEDULE_ERRORS:
             continue  # inlined into an earlier block's write-back
         stmt = sch.get(block)
-        if any(str(region.buffer.dtype) == "bool" for region in [*stmt.reads, *stmt.writes]):
+        if any(str(region.source.dtype) == "bool" for region in [*stmt.reads, *stmt.writes]):
             # vectorised bools break TVM 0.27's LLVM codegen (an invalid `and <6 x i1>`) or,
             # worse, compute wrong values (IsInf in Mod's infinity fix): found by ONNX's node
             # tests (isinf_negative, mod_float_edge_cases_*); such blocks stay as written
