@@ -10,10 +10,13 @@
     vpuc zoo OUTDIR                             write the example models
     vpuc targets                                list the built-in targets
     vpuc sim PROGRAM.s / vpuc disasm PROGRAM.bin  the simulator on hand-written programs
+    vpuc --version
 
 Every user error prints one line `vpuc <command>: <file or node>: <what is wrong>` to stderr
 and exits 2; a failed --check exits 1; a bug in vpuc prints one line and exits 3 (set
-VPUC_DEBUG=1 for the traceback).
+VPUC_DEBUG=1 for the traceback); a reader closing the pipe early (`| head`) ends it quietly
+with 141, as SIGPIPE ends other tools. Nothing here imports TVM until a command runs, so
+`vpuc --help` answers at once.
 """
 
 from __future__ import annotations
@@ -29,43 +32,116 @@ from pathlib import Path
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 3
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `git log | head -1`
+BUG_HINT = "this is a bug in vpuc, rerun with VPUC_DEBUG=1 for details"
+# Calibration methods and defaults (compiler/quantize/ranges.py; a test keeps them equal):
+# spelled here so that building the parser imports no TVM.
+CALIB_METHODS = ("minmax", "percentile", "entropy", "mse", "auto")
+DEFAULT_CALIB_METHOD = "percentile"
+DEFAULT_PERCENTILE = 99.99
+# QuantOptions' defaults (compiler/quantize/options.py; the same test keeps them equal).
+QUANT_SWITCHES = {
+    "equalize": False, "absorb_bias": False, "smoothquant": True, "adaround": False, "sensitivity": True
+}  # fmt: skip
+DEFAULT_ADAROUND_BUDGET_S = 1.0
+DEFAULT_MIN_SQNR_DB = 25.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # in argparse's own output (--help, --version, usage)
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        raise
     if not hasattr(args, "handler"):
         parser.print_help()
+        sys.stdout.flush()
         return EXIT_USER_ERROR
     return _guarded(args.command, args.handler, args)
 
 
 def _guarded(command: str, handler: Callable[[argparse.Namespace], int], args) -> int:
-    from vpuc.compiler.errors import CompileError
+    from vpuc.compiler.errors import CompileError, InternalError
     from vpuc.runtime.errors import USER_ERRORS
     from vpuc.targets import TargetError
 
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except (CompileError, TargetError, *USER_ERRORS) as exc:
         print(f"vpuc {command}: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print(f"vpuc {command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug: one line, never a traceback unless asked
-        if os.environ.get("VPUC_DEBUG"):
-            traceback.print_exc()
-        print(
-            f"vpuc {command}: internal error ({type(exc).__name__}: {exc}); "
-            "this is a bug in vpuc, rerun with VPUC_DEBUG=1 for details",
-            file=sys.stderr,
-        )
+    except InternalError as exc:  # a known stage failed inside TVM: a bug, named
+        _debug_traceback()
+        print(f"vpuc {command}: internal error: {exc}; {BUG_HINT}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
+    except Exception as exc:  # a bug: one line, never a traceback unless asked
+        _debug_traceback()
+        message = " ".join(str(exc).split())[:500]
+        print(f"vpuc {command}: internal error ({type(exc).__name__}: {message}); {BUG_HINT}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERNAL_ERROR
+
+
+def _debug_traceback() -> None:
+    if os.environ.get("VPUC_DEBUG"):
+        traceback.print_exc()
+
+
+def _silence_stdout() -> None:
+    """The reader is gone: point stdout at /dev/null so the exit's flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (tests capture it)
+        pass
+
+
+class _VersionAction(argparse.Action):
+    """`vpuc --version`: vpuc's version and those of the libraries that decide its results,
+    read from the installed metadata (nothing imported)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the versions and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+def version_text() -> str:
+    from importlib import metadata
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    libraries = ", ".join(f"{n} {installed(n)}" for n in ("apache-tvm", "onnx", "onnxruntime", "numpy"))
+    python = ".".join(map(str, sys.version_info[:3]))
+    return f"vpuc {installed('vpuc')} ({libraries}; Python {python})"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vpuc", description="Compile ONNX models for the vpuc int8 VPU.")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("compile", help="compile an ONNX model into a .vpub artifact")
@@ -82,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave out the QDQ reference `vpuc run --check` compares the VPU with (faster host build)",
     )
+    _add_pass_options(p)
     _add_partition_options(p)
     _add_calibration_options(p)
     p.add_argument(
@@ -129,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.add_argument("--dump-after", metavar="PASS", help="print the Relax module after the pass PASS")
+    _add_pass_options(p)
     p.set_defaults(handler=_optimize)
 
     from vpuc.runtime import cli as runtime_cli
@@ -167,6 +245,40 @@ def _add_input_shape(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_pass_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("graph passes (docs/passes.md)")
+    levels = group.add_mutually_exclusive_group()
+    for level, what in (
+        (0, "no graph passes"),
+        (1, "cleanups only (fold, cse, dce)"),
+        (2, "+ fusions"),
+        (3, "+ NHWC layout (the default)"),
+    ):
+        levels.add_argument(
+            f"-O{level}", dest="opt_level", action="store_const", const=level, help=what
+        )  # fmt: skip
+    group.set_defaults(opt_level=3)
+    group.add_argument(
+        "--disable-pass", action="append", default=[], metavar="NAME",
+        help="skip the graph pass NAME (repeatable; `vpuc optimize --json` lists them)",
+    )  # fmt: skip
+    group.add_argument(
+        "--opt-bisect-limit", type=int, metavar="N",
+        help="run only the first N graph passes chosen (to find the pass that breaks a model)",
+    )  # fmt: skip
+
+
+def _pass_options(args) -> dict:
+    from vpuc.compiler.pipeline import PassSelection
+
+    PassSelection(args.opt_level, tuple(args.disable_pass), args.opt_bisect_limit)  # checks the names
+    return {
+        "opt_level": args.opt_level,
+        "disabled_passes": tuple(args.disable_pass),
+        "opt_bisect_limit": args.opt_bisect_limit,
+    }
+
+
 def _add_partition_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-subgraph-ops", type=int, default=1, metavar="N",
@@ -179,8 +291,6 @@ def _add_partition_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_calibration_options(parser: argparse.ArgumentParser) -> None:
-    from vpuc.compiler.quantize import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
-
     group = parser.add_argument_group("quantisation (VPU targets; docs/quantization.md)")
     data = group.add_mutually_exclusive_group()
     data.add_argument(
@@ -190,22 +300,14 @@ def _add_calibration_options(parser: argparse.ArgumentParser) -> None:
         "--calib-synthetic", type=int, metavar="N",
         help="N seeded synthetic samples (the default, 32: accuracy figures then mean little)",
     )  # fmt: skip
+    group.add_argument("--calib-method", choices=CALIB_METHODS, help=f"(default {DEFAULT_CALIB_METHOD})")
     group.add_argument(
-        "--calib-method", choices=METHODS, default=DEFAULT_METHOD, help=f"(default {DEFAULT_METHOD})"
-    )
-    group.add_argument(
-        "--percentile",
-        type=float,
-        default=DEFAULT_PERCENTILE,
-        help=f"for --calib-method percentile (default {DEFAULT_PERCENTILE})",
+        "--percentile", type=float, help=f"for --calib-method percentile (default {DEFAULT_PERCENTILE})"
     )
     _add_method_options(group)
 
 
 def _add_method_options(group) -> None:
-    from vpuc.compiler.quantize import QuantOptions
-
-    default = QuantOptions()
     on_off = argparse.BooleanOptionalAction
     for flag, field_, what in (
         ("--bias-correction", None, "correct each conv/dense bias for its int8 weights' mean error"),
@@ -215,24 +317,24 @@ def _add_method_options(group) -> None:
         ("--adaround", "adaround", "learn the rounding of conv/dense weights (AdaRound)"),
         ("--sensitivity", "sensitivity", "report each layer's output SQNR when it alone is int8"),
     ):  # fmt: skip
-        state = "on" if field_ is None or getattr(default, field_) else "off"
+        state = "on" if field_ is None or QUANT_SWITCHES[field_] else "off"
         group.add_argument(flag, action=on_off, default=None, help=f"{what} (default {state})")
     group.add_argument(
         "--smoothquant-alpha", type=_alpha, default=None, metavar="A",
         help="SmoothQuant migration strength in (0, 1), or 'auto': chosen per tensor (the default)",
     )  # fmt: skip
     group.add_argument(
-        "--adaround-budget", type=float, default=default.adaround_budget_s, metavar="SECONDS",
-        help=f"compile time AdaRound may spend, all layers together (default {default.adaround_budget_s})",
+        "--adaround-budget", type=float, default=None, metavar="SECONDS",
+        help=f"compile time AdaRound may spend, all layers together (default {DEFAULT_ADAROUND_BUDGET_S})",
     )  # fmt: skip
     group.add_argument(
         "--keep-float", action="append", default=[], metavar="NODE",
         help="keep the layer computing this ONNX node in float on the CPU (repeatable)",
     )  # fmt: skip
     group.add_argument(
-        "--min-sqnr", type=_floor, default=default.min_sqnr_db, metavar="DB",
+        "--min-sqnr", type=_floor, default=DEFAULT_MIN_SQNR_DB, metavar="DB",
         help="keep the most sensitive layers in float until the output SQNR on the held-out "
-        f"samples reaches DB; 'off' to disable (default {default.min_sqnr_db:g})",
+        f"samples reaches DB; 'off' to disable (default {DEFAULT_MIN_SQNR_DB:g})",
     )  # fmt: skip
     group.add_argument(
         "--accept-low-sqnr", action="store_true",
@@ -258,11 +360,31 @@ def _floor(text: str) -> float | None:
         raise argparse.ArgumentTypeError(f"expected a number of dB or 'off', got {text!r}") from None
 
 
-def _calibration_options(args) -> dict:
+def _calibration_options(args, target) -> dict:
     from dataclasses import replace
 
+    from vpuc.compiler.errors import CompileError
     from vpuc.compiler.quantize import QuantOptions
 
+    given = {
+        "--calib": args.calib,
+        "--calib-synthetic": args.calib_synthetic,
+        "--calib-method": args.calib_method,
+        "--percentile": args.percentile,
+        "--bias-correction": args.bias_correction,
+        **{f"--{name.replace('_', '-')}": getattr(args, name) for name in QUANT_SWITCHES},
+        "--smoothquant-alpha": args.smoothquant_alpha,
+        "--adaround-budget": args.adaround_budget,
+        "--keep-float": args.keep_float or None,
+    }
+    used = [flag for flag, value in given.items() if value is not None]
+    if used and not target.has_vpu:
+        raise CompileError(
+            f"{used[0]}: target '{target.name}' has no VPU, so nothing is quantised "
+            "(calibration options are for VPU targets such as --target vpu)"
+        )
+    if args.percentile is not None and args.calib_method not in (None, "percentile"):
+        raise CompileError(f"--percentile: only used by --calib-method percentile, not {args.calib_method}")
     chosen = {
         name: getattr(args, name)
         for name in ("equalize", "absorb_bias", "smoothquant", "adaround", "sensitivity")
@@ -272,7 +394,7 @@ def _calibration_options(args) -> dict:
         QuantOptions(),
         **chosen,
         smoothquant_alpha=args.smoothquant_alpha,
-        adaround_budget_s=args.adaround_budget,
+        adaround_budget_s=DEFAULT_ADAROUND_BUDGET_S if args.adaround_budget is None else args.adaround_budget,
         keep_float=tuple(args.keep_float),
         min_sqnr_db=args.min_sqnr,
         accept_below_floor=args.accept_low_sqnr,
@@ -280,8 +402,8 @@ def _calibration_options(args) -> dict:
     return {
         "calib": args.calib,
         "calib_synthetic": args.calib_synthetic,
-        "calib_method": args.calib_method,
-        "percentile": args.percentile,
+        "calib_method": args.calib_method or DEFAULT_CALIB_METHOD,
+        "percentile": DEFAULT_PERCENTILE if args.percentile is None else args.percentile,
         "bias_correction": args.bias_correction is not False,
         "quant_options": quant_options,
     }
@@ -302,22 +424,56 @@ def _bound_inputs(specs: list[str]) -> dict[str, str]:
 
 
 def _input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
-    from vpuc.compiler.frontend import parse_input_shape
+    from vpuc.compiler.errors import CompileError
+    from vpuc.compiler.frontend.shapes import parse_input_shape
 
-    return dict(parse_input_shape(spec) for spec in specs)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        name, dims = parse_input_shape(spec)
+        if shapes.get(name, dims) != dims:
+            first, second = ("x".join(map(str, d)) for d in (shapes[name], dims))
+            raise CompileError(f"--input-shape {name}: given twice, as {first} and {second}")
+        shapes[name] = dims
+    return shapes
+
+
+def _artifact_path(args) -> Path:
+    """-o (default: the model's name with .vpub, here), never the model nor a non-artifact."""
+    from vpuc.compiler.errors import CompileError
+
+    output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
+    if output.is_dir():
+        raise CompileError(f"{output}: is a directory; give -o a file name such as model.vpub")
+    if output.exists() and Path(args.model).exists() and output.samefile(args.model):
+        raise CompileError(f"{output}: -o names the model itself; give another output such as model.vpub")
+    if output.exists() and not _is_artifact(output):
+        raise CompileError(f"{output}: exists and is not a .vpub artifact; refusing to overwrite it")
+    return output
+
+
+def _is_artifact(path: Path) -> bool:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return "manifest.json" in zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
 
 
 def _compile(args) -> int:
     from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
     from vpuc.compiler.reports import print_compile_report
+    from vpuc.targets import load_target
 
-    output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
+    output = _artifact_path(args)
+    target = load_target(args.target)
     options = CompileOptions(
         input_shapes=_input_shapes(args.input_shape), bound_inputs=_bound_inputs(args.bind_input),
-        **_partition_options(args), **_calibration_options(args),
+        **_pass_options(args), **_partition_options(args), **_calibration_options(args, target),
     )  # fmt: skip
     with _progress() as progress:
-        prepared = prepare_model(args.model, args.target, options, progress=progress)
+        prepared = prepare_model(args.model, target, options, progress=progress)
         tuning_db = _tuning_db(args.db, prepared.target.name)
         artifact = build_artifact(
             args.model, prepared, reference=not args.no_reference, progress=progress, tuning_db=tuning_db
@@ -375,15 +531,18 @@ def _tune(args) -> int:
     from vpuc.compiler.errors import CompileError
     from vpuc.compiler.reports import print_tune_report
     from vpuc.compiler.tune.tuner import tune_model
+    from vpuc.targets import load_target
 
     if args.time_budget is not None and args.time_budget <= 0:
         raise CompileError(f"--time-budget: must be positive, got {args.time_budget}")
+    target = load_target(args.target)
     options = CompileOptions(
-        input_shapes=_input_shapes(args.input_shape), **_partition_options(args), **_calibration_options(args)
-    )
+        input_shapes=_input_shapes(args.input_shape), **_partition_options(args),
+        **_calibration_options(args, target),
+    )  # fmt: skip
     budget_s = args.time_budget * 60 if args.time_budget is not None else None
     result = tune_model(
-        args.model, args.target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
+        args.model, target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
         seed=args.seed, progress=not args.json and sys.stderr.isatty(),
     )  # fmt: skip
     if args.json:
@@ -410,14 +569,16 @@ def _partition(args) -> int:
     from vpuc.compiler.errors import CompileError
     from vpuc.compiler.partition.draw import write_drawing
     from vpuc.compiler.reports import print_partition_report
+    from vpuc.targets import load_target
 
+    target = load_target(args.target)
     # The same stages as `vpuc compile` (quantisation included): the report is the partition
     # of the module that compile builds, computed the same way (tests/e2e/test_corpus.py).
     options = CompileOptions(
         input_shapes=_input_shapes(args.input_shape), bound_inputs=_bound_inputs(args.bind_input),
-        **_partition_options(args), **_calibration_options(args),
+        **_partition_options(args), **_calibration_options(args, target),
     )  # fmt: skip
-    prepared = prepare_model(args.model, args.target, options)
+    prepared = prepare_model(args.model, target, options)
     for warning in prepared.warnings:
         print(f"vpuc partition: warning: {warning}", file=sys.stderr)
     if prepared.partition is None:
@@ -439,18 +600,15 @@ def _partition(args) -> int:
 
 
 def _optimize(args) -> int:
-    from vpuc.compiler.errors import CompileError
     from vpuc.compiler.frontend import import_model
-    from vpuc.compiler.pipeline import PASS_NAMES, optimize_imported
+    from vpuc.compiler.pipeline import PassSelection, check_dump_after, optimize_imported
     from vpuc.targets import load_target
 
-    if args.dump_after is not None and args.dump_after not in PASS_NAMES:
-        raise CompileError(
-            f"--dump-after: unknown pass '{args.dump_after}' (passes: {', '.join(PASS_NAMES)})"
-        )
+    selection = PassSelection(**_selection_fields(_pass_options(args)))
+    check_dump_after(args.dump_after, selection)
     target = load_target(args.target)
     imported = import_model(args.model, _input_shapes(args.input_shape), _bound_inputs(args.bind_input))
-    result = optimize_imported(imported, target, dump_after=args.dump_after)
+    result = optimize_imported(imported, target, dump_after=args.dump_after, selection=selection)
     if args.json:
         dump = {"dump": result.dump} if result.dump is not None else {}
         print(
@@ -465,18 +623,53 @@ def _optimize(args) -> int:
     return 0
 
 
+def _selection_fields(options: dict) -> dict:
+    return {
+        "opt_level": options["opt_level"],
+        "disabled": options["disabled_passes"],
+        "limit": options["opt_bisect_limit"],
+    }
+
+
 def _zoo(args) -> int:
+    from vpuc.compiler.errors import CompileError
     from vpuc.examples import zoo
 
-    names = [n.strip() for n in args.models.split(",")] if args.models else None
-    unknown = [n for n in names or [] if n not in zoo.MODELS]
+    names = [n.strip() for n in args.models.split(",")] if args.models else list(zoo.MODELS)
+    unknown = [n for n in names if n not in zoo.MODELS]
     if unknown:
-        from vpuc.compiler.errors import CompileError
-
         raise CompileError(f"unknown zoo model(s) {', '.join(unknown)} (known: {', '.join(zoo.MODELS)})")
-    for path in zoo.write_zoo(args.outdir, names):
+    outdir = Path(args.outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise CompileError(f"{outdir}: exists and is not a directory")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompileError(f"{outdir}: cannot create the folder: {exc.strerror}") from None
+    for name in names:
+        path = outdir / f"{name}.onnx"
+        write_atomically(path, zoo.build(name).SerializeToString())
         print(path)
     return 0
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, then rename: never a partial file."""
+    import tempfile
+
+    from vpuc.compiler.errors import CompileError
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise CompileError(f"{path}: cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise CompileError(f"{path}: cannot write: {exc.strerror}") from None
 
 
 def _targets(args) -> int:

@@ -176,7 +176,7 @@ def virtual_machine(executable, device=None) -> relax.VirtualMachine:
 
 
 def to_tvm(array: np.ndarray):
-    return tvm.runtime.tensor(np.ascontiguousarray(array))
+    return tvm.runtime.tensor(np.require(array, requirements="C"))  # 0-d stays 0-d
 
 
 def flatten_outputs(value) -> list[np.ndarray]:

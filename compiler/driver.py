@@ -49,7 +49,13 @@ from vpuc.compiler.lower.edges import channels_first_inputs
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
 from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions
-from vpuc.compiler.pipeline import OptimizeResult, optimize_imported, pass_options
+from vpuc.compiler.pipeline import (
+    DEFAULT_OPT_LEVEL,
+    OptimizeResult,
+    PassSelection,
+    optimize_imported,
+    pass_options,
+)
 from vpuc.compiler.quantize import (
     DEFAULT_METHOD,
     DEFAULT_PERCENTILE,
@@ -75,6 +81,9 @@ class CompileOptions:
     bound_inputs: dict[str, str] = field(default_factory=dict)  # --bind-input NAME=VALUE
     optimize: bool = True  # run the graph passes (compiler/pipeline.py)
     passes: PassOptions | None = None  # their knobs; None: the target's defaults
+    opt_level: int = DEFAULT_OPT_LEVEL  # -O0 .. -O3: which groups of graph passes run
+    disabled_passes: tuple[str, ...] = ()  # --disable-pass NAME ...
+    opt_bisect_limit: int | None = None  # run only the first N selected passes (bisection)
     min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS  # smaller VPU subgraphs stay on the CPU
     profitability: bool = True  # judge each VPU subgraph with the cost model
     calib: str | None = None  # .npz of calibration samples per input name
@@ -120,6 +129,7 @@ def prepare_model(
     """frontend -> passes -> partition (VPU targets): everything but the host build.
     `progress(stage)` is told as each stage starts (the CLI shows it)."""
     target = resolve_target(target)
+    PassSelection(options.opt_level, tuple(options.disabled_passes), options.opt_bisect_limit)  # check early
     start = time.perf_counter()
     progress("importing the ONNX model")
     imported = import_model(model, options.input_shapes, options.bound_inputs)
@@ -127,7 +137,10 @@ def prepare_model(
     provenance = {var: [node] for var, node in imported.var_to_node.items()}
     if options.optimize:
         progress("graph passes")
-        prepared.optimized = optimize_imported(imported, target, options.passes or pass_options(target))
+        selection = PassSelection(options.opt_level, tuple(options.disabled_passes), options.opt_bisect_limit)
+        prepared.optimized = optimize_imported(
+            imported, target, options.passes or pass_options(target), selection=selection
+        )
         prepared.mod, provenance = prepared.optimized.mod, prepared.optimized.provenance
         prepared.timings.update({f"pass_{k}_s": v for k, v in prepared.optimized.timings.items()})
     if target.has_vpu:
@@ -331,6 +344,7 @@ def _report(prepared: Prepared) -> dict[str, Any]:
             "vpu_ops": sum(op["device"] == "vpu" for op in ops),
         },
         "fusion": {"fused": [], "not_fused": []} if optimized is None else optimized.audit,
+        "passes": {"opt_level": 0, "ran": []} if optimized is None else optimized.selection.to_json(),
         "layout": None if optimized is None else optimized.layout,
         "partition": partition,
         "accuracy": prepared.quantized.accuracy if prepared.quantized else None,

@@ -2,9 +2,11 @@
 programs and weights, report.json).
 
 The manifest records the format version, the target, the inputs and outputs (name, shape,
-dtype), and the sha256 of every member; `Artifact.load` refuses a file whose checksums or
-version do not match. `save` writes to a temporary file and renames it, so a failed save
-never leaves a half-written artifact behind.
+dtype), the sha256 of every member and its own (`manifest_sha256`, over the rest of it);
+`Artifact.load` refuses a file whose checksums or version do not match, so an edited
+manifest never reaches the executor (runtime/manifest.py checks the structure of one that
+was rewritten with its checksums). `save` writes to a temporary file and renames it, so a
+failed save never leaves a half-written artifact behind.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 FORMAT = "vpub"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+MANIFEST_DIGEST = "manifest_sha256"  # of the manifest without this key: a hand edit shows
 
 
 class ArtifactError(ValueError):
@@ -56,6 +59,7 @@ class Artifact:
             "format_version": FORMAT_VERSION,
             "members": {name: _sha256(data) for name, data in sorted(self.members.items())},
         }
+        manifest[MANIFEST_DIGEST] = _manifest_digest(manifest)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -87,17 +91,21 @@ class Artifact:
                     raise ArtifactError(f"{path}: not a .vpub artifact (no {MANIFEST})")
                 manifest = json.loads(zf.read(MANIFEST))
                 _check_format(path, manifest)
+                _check_manifest_digest(path, manifest)
                 members = {name: zf.read(name) for name in manifest["members"] if name in names}
         except zipfile.BadZipFile:
             raise ArtifactError(f"{path}: not a .vpub artifact (not a zip file)") from None
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON: {exc}") from None
         _check_members(path, manifest, members)
-        manifest = {k: v for k, v in manifest.items() if k not in ("members", "format", "format_version")}
+        dropped = ("members", "format", "format_version", MANIFEST_DIGEST)
+        manifest = {k: v for k, v in manifest.items() if k not in dropped}
         return cls(manifest=manifest, members=members)
 
 
 def _check_format(path: Path, manifest: dict[str, Any]) -> None:
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{path}: {MANIFEST} is not a JSON object")
     if manifest.get("format") != FORMAT:
         raise ArtifactError(f"{path}: not a .vpub artifact (format {manifest.get('format')!r})")
     version = manifest.get("format_version")
@@ -108,6 +116,21 @@ def _check_format(path: Path, manifest: dict[str, Any]) -> None:
     for key in ("members", "inputs", "outputs", "target"):
         if key not in manifest:
             raise ArtifactError(f"{path}: {MANIFEST} lacks '{key}'")
+
+
+def _check_manifest_digest(path: Path, manifest: dict[str, Any]) -> None:
+    """vpuc writes the manifest's own sha256 into it; an edited manifest (shapes, dtypes,
+    names) would disagree with the host library it describes, so it is refused here."""
+    if manifest.get(MANIFEST_DIGEST) != _manifest_digest(manifest):
+        raise ArtifactError(
+            f"{path}: {MANIFEST} was edited after vpuc wrote it (its {MANIFEST_DIGEST} does not "
+            "match); compile the model again"
+        )
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    content = {k: v for k, v in manifest.items() if k != MANIFEST_DIGEST}
+    return _sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _check_members(path: Path, manifest: dict[str, Any], members: dict[str, bytes]) -> None:

@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -71,14 +72,14 @@ def run_command(args) -> int:
     from vpuc.runtime.report import print_run_report
     from vpuc.runtime.trace import write_run_trace
 
-    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
+    _check_arguments(args)
     executable = load(args.artifact)
     if args.inputs:
-        inputs, source = load_npz(args.inputs), args.inputs
+        inputs, source = load_npz(args.inputs, executable.inputs), args.inputs
     else:
         inputs, source = random_inputs(executable.inputs, args.seed), f"random (seed {args.seed})"
-    _refuse_nonfinite(inputs, source)
+    if executable.artifact.manifest.get("vpu_programs"):  # a CPU graph may take NaN/inf (IsNaN...)
+        _refuse_nonfinite(inputs, source)
     check_index_ranges(executable.inputs, inputs, args.inputs or "random inputs")
     executable.keep_traces(bool(args.trace))
     executable.record_outputs(bool(args.check))
@@ -115,6 +116,29 @@ def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
             bad = int(np.count_nonzero(~np.isfinite(array)))
             if bad:
                 raise InputError(f"{source}: input '{name}' has {bad} NaN or infinite value(s)")
+
+
+def _check_arguments(args) -> None:
+    """Refuse what would fail late or destroy a file the user has."""
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
+    if args.tolerance is not None and not args.check:
+        raise InputError("--tolerance: only used with --check MODEL")
+    if args.outputs:
+        _check_outputs_path(Path(args.outputs), args)
+
+
+def _check_outputs_path(out: Path, args) -> None:
+    if out.is_dir():
+        raise InputError(f"{out}: is a directory; give --outputs a file name such as outputs.npz")
+    if not out.exists():
+        return
+    for flag, other in (("the artifact", args.artifact), ("--inputs", args.inputs), ("--check", args.check)):
+        if other and Path(other).exists() and out.samefile(other):
+            raise InputError(f"{out}: --outputs names {flag}'s file; give another file name")
+    with open(out, "rb") as existing:
+        if not existing.read(4).startswith(b"PK\x03\x04"):
+            raise InputError(f"{out}: exists and is not an .npz file; refusing to overwrite it")
 
 
 def _summary(name: str, array: np.ndarray) -> dict:

@@ -72,15 +72,51 @@ def nonfinite_counts(outputs: dict[str, np.ndarray]) -> dict[str, int]:
     return counts
 
 
-def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+NPZ_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # an .npz is a zip of .npy files (or empty)
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def load_npz(path: str | Path, specs: list[dict[str, Any]] | None = None) -> dict[str, np.ndarray]:
+    """Arrays by input name from an .npz (numpy.savez); a .npy (numpy.save) is accepted for a
+    model with one input (`specs`, the artifact's inputs, tell)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    with open(path, "rb") as raw:
+        magic = raw.read(6)
+    if magic.startswith(NPY_MAGIC):
+        return _load_npy(path, specs)
+    if not magic.startswith(NPZ_MAGICS):
+        raise InputError(
+            f"{path}: not an .npz file (expected a zip of arrays as numpy.savez writes, one per input name)"
+        )
     try:
         with np.load(path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
-    except (ValueError, OSError) as exc:
-        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{path}: not a readable .npz file ({_reason(exc)})") from None
+    except Exception as exc:  # zipfile raises BadZipFile, NotImplementedError, ...
+        raise InputError(f"{path}: not a readable .npz file ({_reason(exc)})") from None
+
+
+def _load_npy(path: Path, specs: list[dict[str, Any]] | None) -> dict[str, np.ndarray]:
+    names = [spec["name"] for spec in specs or []]
+    if len(names) != 1:
+        raise InputError(
+            f"{path}: a .npy file holds one array, the model has {len(names)} inputs "
+            f"({', '.join(names)}); give an .npz with one array per input name (numpy.savez)"
+        )
+    try:
+        return {names[0]: np.load(path, allow_pickle=False)}
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{path}: not a readable .npy file ({_reason(exc)})") from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    if "pickle" in text:
+        return "it holds Python objects (pickles), which vpuc does not load; save plain arrays"
+    return text or type(exc).__name__
 
 
 def check_inputs(
@@ -96,23 +132,34 @@ def check_inputs(
         name, shape, dtype = spec["name"], tuple(spec["shape"]), np.dtype(spec["dtype"])
         if name not in arrays:
             raise InputError(f"{source}: input '{name}' is missing")
-        array = np.asarray(arrays[name])
+        array = _from_raw(np.asarray(arrays[name]), dtype)
         if array.shape != shape:
             raise InputError(
                 f"{source}: input '{name}' has shape {list(array.shape)}, expected {list(shape)}"
             )
         if array.dtype != dtype:
             raise InputError(f"{source}: input '{name}' has dtype {array.dtype.name}, expected {dtype.name}")
-        checked[name] = np.ascontiguousarray(array)
+        checked[name] = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
     return checked
 
 
+def _from_raw(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """An .npy file has no code for ml_dtypes types (bfloat16, float8_*): numpy.savez stores
+    them as raw bytes (void). Raw bytes of the expected width are read as the expected type."""
+    if array.dtype.kind == "V" and dtype.kind == "V" and array.dtype.itemsize == dtype.itemsize:
+        return array.view(dtype)
+    return array
+
+
 def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write outputs atomically (temporary file, then rename)."""
+    """Write outputs atomically (temporary file, then rename). Arrays of ml_dtypes types are
+    stored as raw bytes (void of the same width; `array.view(ml_dtypes.bfloat16)` reads them
+    back): numpy cannot load the type codes it would write for them."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp.npz")
+    raw = {name: a.view(f"V{a.dtype.itemsize}") if a.dtype.kind == "V" else a for name, a in arrays.items()}
     try:
-        np.savez(tmp, **arrays)
+        np.savez(tmp, **raw)
         tmp.replace(path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -28,7 +28,7 @@ from vpuc.sim.simulator import SimResult, Simulator
 from vpuc.sim.stats import SimStats
 from vpuc.sim.trace import write_chrome_trace
 from vpuc.targets import TargetError, load_target
-from vpuc.targets.isa.asm import disassemble, read_program
+from vpuc.targets.isa.asm import disassemble, read_program, require_end
 
 EXIT_USER_ERROR = 2
 
@@ -85,12 +85,27 @@ def add_asm_arguments(parser: argparse.ArgumentParser) -> None:
 
 def asm_command(args: argparse.Namespace) -> int:
     """Assemble a program into the binary program format."""
+    output = Path(args.output)
+    if output.exists() and Path(args.program).exists() and output.samefile(args.program):
+        return _fail("asm", f"{output}: -o names the program itself; give another file such as program.bin")
     try:
         program = read_program(args.program)
-        Path(args.output).write_bytes(program.to_bytes())
+        require_end(program)
+        _write_atomically(output, program.to_bytes())
     except (VpuError, OSError) as error:
         return _fail("asm", str(error))
     return 0
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """A temporary file beside `path`, renamed over it: never a half-written program."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise OSError(f"{path}: cannot write: {error.strerror}") from None
 
 
 def _fail(command: str, message: str) -> int:

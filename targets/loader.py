@@ -53,7 +53,13 @@ def load_target(name_or_path: str | Path) -> Target:
     """Load a target by built-in name ("vpu") or by the path of a TOML file."""
     path = _resolve(str(name_or_path), base=None)
     merged, chain = _load_merged(path, seen=())
-    return _build(path, merged, chain)
+    target = _build(path, merged, chain)
+    if target.kind == "vpu" and not target.ops:  # every op would fall back to the CPU, silently
+        raise TargetError(
+            f"{path}: ops: a vpu target needs an op list ([ops.conv2d], ... as in targets/vpu.toml), "
+            'or inherit one (inherit = "vpu")'
+        )
+    return target
 
 
 def target_from_json(data: Any, where: str) -> Target:

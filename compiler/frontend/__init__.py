@@ -9,7 +9,8 @@ Steps, in order (each one a module here):
               standard ops
   fold        fold run-time shape arithmetic and attribute-like inputs to constants, and
               inline If nodes whose condition is a constant (if_inline)
-  support     report every op the importer cannot take, all at once
+  fixes       rewrite the ops TVM's importer converts wrongly into ONNX it converts right
+  support     report every op (or op configuration) vpuc cannot compile right, all at once
   importer  tvm.relax.frontend.onnx.from_onnx on the prepared model
 """
 

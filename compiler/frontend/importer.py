@@ -17,6 +17,7 @@ import tvm
 from vpuc.compiler import compat
 from vpuc.compiler.errors import FrontendError, last_line
 from vpuc.compiler.frontend.bind import bind_inputs
+from vpuc.compiler.frontend.fixes import fix_ops
 from vpuc.compiler.frontend.fold import fold_shape_computations
 from vpuc.compiler.frontend.index_inputs import index_ranges
 from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
@@ -24,8 +25,10 @@ from vpuc.compiler.frontend.load import load_model
 from vpuc.compiler.frontend.names import name_nodes
 from vpuc.compiler.frontend.shapes import (
     TensorSpec,
+    check_static_shapes,
     fix_input_shapes,
     graph_inputs,
+    infer_shapes,
     static_shapes,
     tensor_specs,
 )
@@ -62,8 +65,11 @@ def import_model(
     name_nodes(model)
     model, decomposed = decompose_integer_ops(model)
     folded = fold_shape_computations(model, name)
-    model = folded.model
+    model, fixed = fix_ops(folded.model)
+    if fixed:
+        model = infer_shapes(model, name)
     check_supported(model, name)
+    check_static_shapes(model, name)
     check_qdq_onnx(model)  # before TVM's importer, which fails unclearly on bad Q/DQ parameters
     ranges = index_ranges(model, static_shapes(model))
     inputs = [

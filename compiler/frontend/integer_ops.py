@@ -132,8 +132,11 @@ def _matmul_integer(w: _Writer, node: onnx.NodeProto) -> list:
 def _conv_integer(w: _Writer, node: onnx.NodeProto) -> list:
     x_steps = _centered(w, node, node.input[0], _arg(node, 2), TensorProto.DOUBLE, "x", per_row=False)
     w_steps = _centered(w, node, node.input[1], _arg(node, 3), TensorProto.DOUBLE, "w", per_row=False)
-    if len(w_steps) > 1 and (zero := w.constants.get(_arg(node, 3))) is not None and zero.size > 1:
-        # a per-output-channel weight zero point: a column over O of OIHW
+    if len(w_steps) > 1:
+        # the weight zero point as a column over O of OIHW: per output channel when it has
+        # one value per channel (known only at run time when it is a graph input; a scalar
+        # or a single value broadcasts the same way). Not reshaped, a [O] zero point would
+        # broadcast along W (ONNX's node test convinteger_with_padding).
         shape = w.constant("w_zero_shape", np.array([-1] + [1] * (_rank(w, node.input[1]) - 1), np.int64))
         reshape, zero_name = w.node("Reshape", [w_steps[1][1], shape], node, "w_zero_per_channel")
         sub, centered = w.node("Sub", [w_steps[0][1], zero_name], node, "w_centered")

@@ -103,6 +103,30 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
     return shapes
 
 
+def check_static_shapes(model: onnx.ModelProto, name: str) -> None:
+    """Once the inputs are fixed and shape arithmetic folded, every tensor must have a static
+    shape; the first node whose output does not (from static inputs) is named."""
+    shapes = static_shapes(model)
+    for index, node in enumerate(model.graph.node):
+        if any(shapes.get(i) is None for i in node.input if i):
+            continue  # an earlier node is the culprit (reported first)
+        for output in node.output:
+            if output and shapes.get(output) is None:
+                label = node.name or f"#{index}:{node.output[0]}"
+                raise FrontendError(
+                    f"{name}: node '{label}' ({node.op_type}) gives '{output}' a shape known only at "
+                    f"run time ({_describe_tensor(model, output)}){_if_hint(model, node)}; vpuc needs "
+                    "static shapes"
+                )
+
+
+def _describe_tensor(model: onnx.ModelProto, tensor: str) -> str:
+    for vi in [*model.graph.value_info, *model.graph.output]:
+        if vi.name == tensor and vi.type.tensor_type.HasField("shape"):
+            return _describe(vi)
+    return "shape unknown"
+
+
 def tensor_specs(model: onnx.ModelProto, values: list[onnx.ValueInfoProto], name: str) -> list[TensorSpec]:
     """TensorSpecs for graph inputs or outputs; every shape must be static by now."""
     specs = []
@@ -167,7 +191,7 @@ def _fixed_dims(name: str, vi: onnx.ValueInfoProto, given: tuple[int, ...] | Non
                 f"{name}: input '{vi.name}' has no shape; give --input-shape {vi.name}=D1xD2x..."
             )
         for axis, dim in enumerate(declared):
-            if not dim.HasField("dim_value") or dim.dim_value <= 0:
+            if not dim.HasField("dim_value") or dim.dim_value < 0:
                 label = f"'{dim.dim_param}'" if dim.dim_param else "unknown"
                 raise FrontendError(
                     f"{name}: input '{vi.name}' has a symbolic dim {label} at axis {axis} "

@@ -18,7 +18,7 @@ input re-read per chunk); the estimate picks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower import transfer
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.estimate import Clock
-from vpuc.compiler.lower.plan import Addr, Buffer, OpPlan, Spec
+from vpuc.compiler.lower.plan import Addr, Buffer, OpPlan, Spec, View
 from vpuc.compiler.lower.tiling import Context, Events, band_options, bands, buffer, halo, working_set
 from vpuc.targets.isa.formats import Conv, Matmul, Opcode, Requant
 from vpuc.targets.isa.params import pack_requant_params, requant_param_bytes
@@ -82,6 +82,17 @@ def shape_of(op: vops.Conv | vops.Dense, ctx: Context) -> MacShape:
     if isinstance(op, vops.Dense):
         return MacShape(1, n * h * w, 1, cin, n * oh * ow, 1, cout, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1)
     return MacShape(n, h, w, cin, oh, ow, cout, op.kernel, op.strides, op.dilation, op.padding, op.groups)
+
+
+def _rows_view(view: View) -> View:
+    """A dense layer's (N, H, W, K) view as the (1, N*H*W, 1, K) image shape_of gives it: a
+    band of M rows is then a band of the view's rows. Without it a view with W > 1 (a MatMul
+    on a [1, 1, 5, K] tensor) moved every band W times too wide (found by tests/fuzz,
+    regression case vpu-cd892ec895)."""
+    n, h, w, c = view.shape
+    if view.nchw and h * w > 1 and c > 1:  # (with one channel, or one pixel, the bytes agree)
+        raise LowerError("dense layer on a channels-first view (not yet)")
+    return replace(view, shape=(1, n * h * w, 1, c), nchw=False)
 
 
 def weights_ohwi(op: vops.Conv | vops.Dense) -> np.ndarray:
@@ -222,6 +233,8 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     """The plan and events of one choice; the weight blob in the plan."""
     mode = ctx.target.numerics.requant
     x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
+    if isinstance(op, vops.Dense):  # its M rows are the pixels of the view, in order
+        x_view, y_view = _rows_view(x_view), _rows_view(y_view)
     x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
     parts = chunks(shape, choice)
     tile_list = _tiles(shape, choice, parts)

@@ -19,7 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
-from vpuc.compiler.errors import CompileError, first_line
+from vpuc.compiler.errors import InternalError, first_line
 from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
@@ -55,10 +55,10 @@ def annotate(
         mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
         mod = relax.transform.MergeCompositeFunctions()(mod)
     except tvm.error.InternalError as exc:  # from TVM's graph partitioner
-        raise CompileError(
+        raise InternalError(
             "VPU partitioning failed inside TVM "
             f"(FuseOpsByPattern/MergeCompositeFunctions: {first_line(exc)}); "
-            "seen on QDQ models whose int8 tensor is also a graph output: compile with --target cpu"
+            "seen on QDQ models whose int8 tensor is also a graph output (workaround: --target cpu)"
         ) from None
     return mod, annotation
 

@@ -152,7 +152,7 @@ class _Converter(PyExprMutator):
             self.perm[inner] = perm
             expr, perm = relax.op.permute_dims(inner, list(inverse(perm))), None
             self.audit.insert(old.name, self.pass_name)
-        new = self._rebind(old, expr)
+        new = self._rebind(old, expr, perm)
         self.perm[new] = perm
 
     def _item(self, value: relax.TupleGetItem):
@@ -170,9 +170,14 @@ class _Converter(PyExprMutator):
             return relax.TupleGetItem(self._remapped(value.tuple_value), value.index)
         return self.visit_expr(value) if isinstance(value, relax.Var) else value
 
-    def _rebind(self, old: relax.Var, expr: relax.Expr) -> relax.Var:
+    def _rebind(self, old: relax.Var, expr: relax.Expr, perm=None) -> relax.Var:
         expr = self.builder_.normalize(expr)
-        if isinstance(expr, relax.Var) and isinstance(old, relax.DataflowVar):
+        # A relabelling (permute_dims absorbed) returns its input var under another layout:
+        # aliasing the two would give the input the output's layout (x @ x^T read x twice
+        # transposed: found by tests/fuzz, regression case cpu-0cf063e9af), so it gets a
+        # binding of its own.
+        relabelled = isinstance(expr, relax.Var) and expr in self.perm and self.perm[expr] != perm
+        if isinstance(expr, relax.Var) and isinstance(old, relax.DataflowVar) and not relabelled:
             self.set_var_remap(old, expr)
             return expr
         cls = relax.DataflowVar if isinstance(old, relax.DataflowVar) else relax.Var

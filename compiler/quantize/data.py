@@ -58,7 +58,8 @@ class CalibrationData:
         return next(iter(self.samples.values())).shape[0] if self.samples else 0
 
     def sample(self, index: int) -> dict[str, np.ndarray]:
-        return {name: stack[index] for name, stack in self.samples.items()}
+        # [index, ...]: an ndarray even for a 0-d input (stack[index] would be a numpy scalar)
+        return {name: stack[index, ...] for name, stack in self.samples.items()}
 
     def subset(self, indices: range, source: str) -> CalibrationData:
         return CalibrationData(

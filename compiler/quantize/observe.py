@@ -71,7 +71,7 @@ class Observer:
         (the switch vector of a switchable module, switch.py)."""
         stacks = list(data.samples.values())
         for index in range(data.count):
-            yield self.run([stack[index] for stack in stacks] + list(extra))
+            yield self.run([stack[index, ...] for stack in stacks] + list(extra))
 
 
 def _shapes(func: relax.Function, names: list[str]) -> dict[str, tuple[int, ...]]:

@@ -203,6 +203,6 @@ def _run(session, data: CalibrationData) -> list[dict[str, np.ndarray]]:
     names = [o.name for o in session.get_outputs()]
     runs = []
     for index in range(data.count):
-        feed = {name: stack[index] for name, stack in data.samples.items()}
+        feed = {name: stack[index, ...] for name, stack in data.samples.items()}
         runs.append(dict(zip(names, session.run(names, feed), strict=True)))
     return runs

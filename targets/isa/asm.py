@@ -30,6 +30,7 @@ from vpuc.targets.isa.formats import (
     OPCODE_OF_MNEMONIC,
     TOKEN_COUNT,
     Instruction,
+    Opcode,
     token_ids,
 )
 from vpuc.targets.isa.program import MAGIC, Program
@@ -167,12 +168,25 @@ def disassemble(program: Program) -> str:
 
 
 def read_program(path: str | Path) -> Program:
-    """A program file: binary (starts with 'VPUP') or assembly text."""
+    """A program file: binary (starts with 'VPUP') or assembly text; an empty file is
+    neither."""
     data = Path(path).read_bytes()
+    if not data.strip():
+        raise AsmError(f"{path}: empty file (neither a VPU program nor assembly text)")
     if data[:4] == MAGIC:
-        return Program.from_bytes(data, source=str(path))
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise AsmError(f"{path}: neither a VPU program (no 'VPUP' header) nor text") from None
-    return assemble(text, source=str(path))
+        program = Program.from_bytes(data, source=str(path))
+    else:
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise AsmError(f"{path}: neither a VPU program (no 'VPUP' header) nor text") from None
+        program = assemble(text, source=str(path))
+    return program
+
+
+def require_end(program: Program) -> None:
+    """A program must end with `end`, or the VPU runs past its last instruction: what `vpuc
+    asm` checks before it writes a binary (`vpuc sim` finds it when it gets there)."""
+    if not program.instructions or program.instructions[-1].opcode != Opcode.END:
+        where = program.location(len(program) - 1) if len(program) else program.source
+        raise AsmError(f"{where}: the program does not end with 'end' (the VPU would run past it)")

@@ -1,0 +1,64 @@
+"""QDQ models for the VPU half of the fuzzer: a random float graph quantised by onnxruntime's
+own static quantiser (QDQ format, as users bring them), calibrated on seeded random inputs.
+
+The QDQ model is both what vpuc compiles (it keeps the model's scales) and the reference
+onnxruntime evaluates: the ONNX QDQ semantics that the VPU must meet within 1 LSB.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from fuzz_graphs import float_graphs, random_inputs
+from hypothesis import reject
+from hypothesis import strategies as st
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+CALIBRATION_SAMPLES = 4
+
+
+class _Samples(CalibrationDataReader):
+    def __init__(self, model: onnx.ModelProto, seed: int) -> None:
+        self._samples = iter([random_inputs(model, seed * 100 + i) for i in range(CALIBRATION_SAMPLES)])
+
+    def get_next(self):
+        return next(self._samples, None)
+
+
+def quantize(model: onnx.ModelProto, seed: int, activation: str, per_channel: bool) -> onnx.ModelProto:
+    activation_type = QuantType.QInt8 if activation == "int8" else QuantType.QUInt8
+    logging.disable(logging.WARNING)
+    try:
+        with tempfile.TemporaryDirectory(prefix="vpuc-fuzz-qdq-") as workdir:
+            source, target = Path(workdir) / "float.onnx", Path(workdir) / "qdq.onnx"
+            onnx.save(model, source)
+            quantize_static(
+                str(source), str(target), _Samples(model, seed), quant_format=QuantFormat.QDQ,
+                per_channel=per_channel, activation_type=activation_type, weight_type=QuantType.QInt8,
+            )  # fmt: skip
+            return onnx.load(target)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@st.composite
+def qdq_graphs(draw) -> tuple[onnx.ModelProto, int]:
+    """(QDQ model, seed): a random float graph through onnxruntime's quantize_static."""
+    model, seed = draw(float_graphs(quantizable=True))
+    activation = draw(st.sampled_from(["int8", "uint8"]))
+    per_channel = draw(st.booleans())
+    try:
+        quantized = quantize(model, seed, activation, per_channel)
+    except Exception:  # onnxruntime's quantiser fails on some valid graphs: not ours to test
+        reject()
+    if not any(node.op_type == "QuantizeLinear" for node in quantized.graph.node):
+        reject()  # nothing it could quantise (a lone Flatten): a float model, the cpu test's job
+    return quantized, seed
+
+
+def np_inputs(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
+    return random_inputs(model, seed)

@@ -1,0 +1,59 @@
+"""Differential fuzzing: random valid ONNX graphs, compiled by vpuc and compared with
+onnxruntime (tests/fuzz/fuzz_check.py has the property and the tolerances).
+
+    cpu        float graphs (fuzz_graphs.float_graphs) against onnxruntime's float answer
+    vpu, vpu-plus   the same graphs quantised by onnxruntime's quantize_static (QDQ), against
+               onnxruntime on that QDQ model, within 1 LSB of each output's quantisation
+
+CI runs a bounded, derandomised number of examples; many more, with fresh randomness:
+
+    VPUC_FUZZ_EXAMPLES=500 .venv/bin/python -m pytest tests/fuzz -q
+
+(docs/reliability.md). A failure is shrunk by hypothesis, bisected over the graph passes and
+saved under tests/fuzz_regressions/, which tests/fuzz/test_regressions.py replays.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from fuzz_check import check_example
+from fuzz_graphs import float_graphs, random_inputs
+from fuzz_qdq import qdq_graphs
+from hypothesis import HealthCheck, given, settings
+
+LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
+CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12}
+
+
+def _settings(target: str):
+    examples = int(os.environ.get("VPUC_FUZZ_EXAMPLES", CI_EXAMPLES[target]))
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=not LONG,  # CI: the same examples every run; long runs explore
+        database=None if not LONG else settings.default.database,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+        print_blob=True,
+    )
+
+
+@_settings("cpu")
+@given(float_graphs())
+def test_cpu_matches_onnxruntime(graph):
+    model, seed = graph
+    check_example(model, "cpu", random_inputs(model, seed), "float", "test_cpu_matches_onnxruntime")
+
+
+@pytest.mark.parametrize("target", ["vpu", "vpu-plus"])
+def test_vpu_matches_qdq_reference(target):
+    @_settings(target)
+    @given(qdq_graphs())
+    def run(graph):
+        model, seed = graph
+        check_example(
+            model, target, random_inputs(model, seed), "qdq", f"test_vpu_matches_qdq_reference-{target}"
+        )
+
+    run()

@@ -1,0 +1,51 @@
+"""`vpuc --help` and `vpuc --version` answer without importing TVM (which takes over a
+second): the CLI imports what a command needs when the command runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from vpuc.compiler import cli
+
+
+def _imports_after(code: str) -> set[str]:
+    script = f"import sys\n{code}\nprint(','.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    return set(out.strip().splitlines()[-1].split(","))
+
+
+def test_help_does_not_import_tvm():
+    loaded = _imports_after(
+        "from vpuc.compiler.cli import main\n"
+        "for argv in (['--help'], ['compile', '--help'], ['run', '--help'], ['--version']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass"
+    )
+    assert "tvm" not in loaded and "onnxruntime" not in loaded and "onnx" not in loaded
+
+
+def test_version(vpuc):
+    result = vpuc("--version")
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert line.startswith("vpuc 0.") and "apache-tvm 0.27" in line and "onnxruntime" in line
+
+
+def test_calibration_choices_match_the_quantiser():
+    """The CLI spells the calibration methods itself (so that --help imports no TVM)."""
+    from vpuc.compiler import quantize
+
+    assert cli.CALIB_METHODS == quantize.METHODS
+    assert cli.DEFAULT_CALIB_METHOD == quantize.DEFAULT_METHOD
+    assert cli.DEFAULT_PERCENTILE == quantize.DEFAULT_PERCENTILE
+
+
+def test_quantiser_defaults_match_the_quantiser():
+    """--help's defaults for the quantiser's methods, spelled in the CLI for the same reason."""
+    from vpuc.compiler.quantize import QuantOptions
+    from vpuc.compiler.quantize.options import DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB
+
+    default = QuantOptions()
+    assert cli.QUANT_SWITCHES == {name: getattr(default, name) for name in cli.QUANT_SWITCHES}
+    assert set(cli.QUANT_SWITCHES) == {"equalize", "absorb_bias", "smoothquant", "adaround", "sensitivity"}
+    assert (cli.DEFAULT_ADAROUND_BUDGET_S, cli.DEFAULT_MIN_SQNR_DB) == (DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB)
