@@ -57,8 +57,7 @@ def annotate(
     except tvm.error.InternalError as exc:  # from TVM's graph partitioner
         raise InternalError(
             "VPU partitioning failed inside TVM "
-            f"(FuseOpsByPattern/MergeCompositeFunctions: {first_line(exc)}); "
-            "seen on QDQ models whose int8 tensor is also a graph output (workaround: --target cpu)"
+            f"(FuseOpsByPattern/MergeCompositeFunctions: {first_line(exc)}; workaround: --target cpu)"
         ) from None
     return mod, annotation
 

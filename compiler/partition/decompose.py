@@ -8,10 +8,15 @@ ops it has, where that is exact or near (Vela does the same: Mean becomes a dept
            one conv when H and W fit the conv's kernel limit; else stages of
            non-overlapping windows (kernel = stride within the stride limit), the last
            covering what is left; between stages the tensor keeps x's int8 parameters
+           (in a QDQ module only where that rounding stays within half a step of the
+           mean's own quantisation: the model's QDQ answer stays within 1 LSB)
 
 In a QDQ module the conv's weight is dequantize(1 (int8), scale 1/(kh*kw) per channel), and
 the requantisation is the mean's own: exact up to the rounding of the requantisation scale
-for one stage; each extra stage adds one rounding at x's scale (near). A float module gets
+for one stage; each extra stage adds one rounding at x's scale (near): up to half of x's
+step each, which can be many steps of the mean's finer output scale (a fuzzer finding:
+GlobalAveragePool over 2x8 on vpu came out 6 LSB low), so a QDQ module gets stages only when
+(stages - 1) * scale(x) <= scale(mean), and otherwise keeps the mean on the CPU. A float module gets
 float weights 1/(kh*kw), which the quantiser quantises like any conv's.
 
 `decompose_for_vpu` returns the module, the provenance of the new bindings (the node they
@@ -91,6 +96,15 @@ class _Decomposer(PyExprMutator):
         super().__init__(mod)
         self.target, self.provenance = target, provenance
         self.bound = relax.analysis.get_var2val(mod["main"])
+        # the scale each tensor is quantised to by a per-tensor quantize reading it (QDQ)
+        self.quantized_to = {
+            value.args[0]: float(scale)
+            for value in self.bound.values()
+            if op_name(value) == "relax.quantize"
+            and isinstance(value.args[0], relax.Var)
+            and (scale := compat.constant_array(value.args[1])) is not None
+            and scale.size == 1
+        }
         self.notes: dict[str, str] = {}
         self.names = {b.var.name for block in mod["main"].body.blocks for b in block.bindings}
 
@@ -205,10 +219,22 @@ class _Decomposer(PyExprMutator):
             )
             return None
         count = max(len(plan_h), len(plan_w))
+        qdq = self._input_params(call.args[0])
+        if qdq is not None and count > 1:
+            step_in = float(compat.constant_array(qdq[0]))
+            step_out = self.quantized_to.get(var)
+            if step_out is None or (count - 1) * step_in > step_out:
+                out = "an output in float" if step_out is None else f"the mean's step {step_out:.3g}"
+                self._note(
+                    var,
+                    f"no decomposition: a mean over {height}x{width} needs {count} conv stages, whose "
+                    f"rounding at the input's step {step_in:.3g} is coarser than {out} "
+                    "(more than 1 LSB from the model's QDQ answer)",
+                )
+                return None
         plan_h, plan_w = [1] * (count - len(plan_h)) + plan_h, [1] * (count - len(plan_w)) + plan_w
         nhwc = axes == NHWC_SPATIAL
         channels = shape[3] if nhwc else shape[1]
-        qdq = self._input_params(call.args[0])
         current = data
         for index, (kh, kw) in enumerate(zip(plan_h, plan_w, strict=True)):
             last = index == count - 1

@@ -8,6 +8,9 @@ and an add). A VPU composite takes its input's dequantize inside it (patterns.py
 dequantize shared by two composites would belong to both: FuseOpsByPattern then leaves a
 var that MergeCompositeFunctions cannot place (a TVM InternalError). onnxruntime's QDQ
 handling duplicates such DequantizeLinear nodes the same way; the values are unchanged.
+A graph output counts as a reader: a dequantize that is an output (or an element of the
+output tuple) and also feeds an op gets a copy for the op (a fuzzer finding: Abs's
+dequantized output read by an Add and returned crashed the partitioner).
 """
 
 from __future__ import annotations
@@ -54,20 +57,34 @@ class _Duplicator(PyExprMutator):
     def __init__(self, mod: tvm.IRModule, shared: dict) -> None:
         super().__init__(mod)
         self.shared = shared
-        self.taken: set = set()
+        # a dequantize bound to a function output is read by the return: its readers in
+        # the dataflow block all get copies
+        self.taken: set = {var for var in shared if not isinstance(var, relax.DataflowVar)}
         self.copies = 0
 
     def visit_var_binding_(self, binding) -> None:
         value = binding.value
-        if isinstance(value, relax.Call) and binding.var not in self.shared:
-            for arg in {a for a in value.args if isinstance(a, relax.Var) and a in self.shared}:
+        reads = []
+        if isinstance(value, relax.Call):
+            reads = value.args
+        elif isinstance(value, relax.Tuple):
+            reads = value.fields
+        if binding.var not in self.shared:
+            for arg in {a for a in reads if isinstance(a, relax.Var) and a in self.shared}:
                 if arg in self.taken:
                     self.copies += 1
                     copy = self.builder_.emit(
-                        self.visit_expr(self.shared[arg]), name_hint=f"{arg.name}_{self.copies}"
+                        _fresh_call(self.visit_expr(self.shared[arg])), name_hint=f"{arg.name}_{self.copies}"
                     )
                     self.set_var_remap(arg, copy)
                     value = self.visit_expr(value)
                     self.set_var_remap(arg, arg)
                 self.taken.add(arg)
         super().visit_var_binding_(relax.VarBinding(binding.var, value))
+
+
+def _fresh_call(call: relax.Call) -> relax.Call:
+    """A new Call object equal to `call`: FuseOpsByPattern maps each bound value back to its
+    var, so two bindings of one object make it take the wrong copy into a composite (and
+    leave the other var unbound: the MergeCompositeFunctions crash, found by the fuzzer)."""
+    return relax.Call(call.op, call.args, call.attrs, call.ty_args)
