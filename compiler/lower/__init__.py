@@ -2,9 +2,11 @@
 module becomes an int8 instruction stream with its weight blob, and the host module calls
 it as an external function.
 
-    extract.py    Relax composites -> the VPU op list (ops.py), the only Relax reader
+    extract.py    Relax composites -> the VPU op list (ops.py), one lowering per kind in
+                  layers.py: the only Relax readers
     residency.py  where each tensor lives: SRAM-resident (cascaded) or DRAM
-    tiling.py     per layer: tiles, loop order, buffers (tile_mac.py, tile_vector.py)
+    tiling.py     per layer: tiles, loop order, buffers (tile_mac.py, tile_matmul.py,
+                  tile_vector.py)
     estimate.py   cycles of a layer's tiles on the three units (chooses among tilings)
     memory.py     SRAM/DRAM addresses by lifetime; the weight blob
     emit.py       tiles -> instructions; sync.py orders them and sets their tokens

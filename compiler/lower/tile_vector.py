@@ -19,8 +19,16 @@ from vpuc.compiler.lower import transfer
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.estimate import Clock
 from vpuc.compiler.lower.plan import Addr, OpPlan, Spec, View
-from vpuc.compiler.lower.tile_mac import _count_dram
-from vpuc.compiler.lower.tiling import Context, Events, band_options, bands, buffer, halo, working_set
+from vpuc.compiler.lower.tiling import (
+    Context,
+    Events,
+    band_options,
+    bands,
+    buffer,
+    count_dram,
+    halo,
+    working_set,
+)
 from vpuc.targets.isa.formats import Add, AvgPool, Clip, Lut, MaxPool, Mul, Opcode
 from vpuc.targets.isa.params import LUT_ENTRIES
 
@@ -129,7 +137,7 @@ def _build(op: vops.Op, ctx: Context, band: int):
                 store = transfer.band(Opcode.STORE, y_view, image, (r0, r1), (0, c), dst)
                 ev.add("store", store, step + 1, reads=[(bufs["out"].name, out_slot)])
             step += 1
-    _count_dram(plan, ev)
+    count_dram(plan, ev)
     return plan, ev
 
 

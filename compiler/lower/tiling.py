@@ -163,18 +163,31 @@ def buffer(ctx: Context, role: str, slot_bytes: int, slots: int, prefetch: bool 
     return Buffer(f"L{ctx.index}.{role}", size, slots, ctx.index - 1 if early else ctx.index, ctx.index)
 
 
+def count_dram(plan: OpPlan, ev: Events) -> None:
+    """Add the DRAM bytes of the plan's LOAD and STORE specs to its counters."""
+    for event in ev.events:
+        for spec in event.specs:
+            if spec.opcode in (Opcode.LOAD, Opcode.STORE):
+                f = spec.fields
+                nbytes = f["row_bytes"] * f.get("rows", 1) * f.get("planes", 1)
+                if spec.opcode == Opcode.LOAD:
+                    plan.dram_read_bytes += nbytes
+                else:
+                    plan.dram_write_bytes += nbytes
+
+
 def working_set(buffers: list[Buffer]) -> int:
     return sum(b.nbytes for b in buffers)
 
 
 def plan_op(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
     """The chosen plan of one op (LowerError when no choice fits)."""
-    from vpuc.compiler.lower import tile_mac, tile_vector
+    from vpuc.compiler.lower import tile_mac, tile_matmul, tile_vector
 
     if isinstance(op, vops.Conv | vops.Dense):
         return tile_mac.plan_mac(op, ctx)
     if isinstance(op, vops.Matmul):
-        return tile_mac.plan_matmul(op, ctx)
+        return tile_matmul.plan_matmul(op, ctx)
     if isinstance(op, vops.Concat | vops.Reshape):
         return OpPlan(op, ctx.index, choice={"data movement": "none (views of one storage)"})
     return tile_vector.plan_vector(op, ctx, constants)
@@ -182,13 +195,13 @@ def plan_op(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
 
 def min_working_set(op: vops.Op, placement: Placement, target: Target) -> int:
     """The smallest SRAM a layer's buffers can take (one output row, the narrowest chunk)."""
-    from vpuc.compiler.lower import tile_mac, tile_vector
+    from vpuc.compiler.lower import tile_mac, tile_matmul, tile_vector
 
     ctx = Context(target, placement, placement.subgraph.ops.index(op), budget=1 << 62)
     if isinstance(op, vops.Conv | vops.Dense):
         return tile_mac.min_mac_bytes(op, ctx)
     if isinstance(op, vops.Matmul):
-        return tile_mac.min_matmul_bytes(op, ctx)
+        return tile_matmul.min_matmul_bytes(op, ctx)
     if isinstance(op, vops.Concat | vops.Reshape):
         return 0
     return tile_vector.min_vector_bytes(op, ctx)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from vpuc.compiler import cli
+from vpuc.compiler import cli_options
 
 
 def _imports_after(code: str) -> set[str]:
@@ -35,9 +35,9 @@ def test_calibration_choices_match_the_quantiser():
     """The CLI spells the calibration methods itself (so that --help imports no TVM)."""
     from vpuc.compiler import quantize
 
-    assert cli.CALIB_METHODS == quantize.METHODS
-    assert cli.DEFAULT_CALIB_METHOD == quantize.DEFAULT_METHOD
-    assert cli.DEFAULT_PERCENTILE == quantize.DEFAULT_PERCENTILE
+    assert cli_options.CALIB_METHODS == quantize.METHODS
+    assert cli_options.DEFAULT_CALIB_METHOD == quantize.DEFAULT_METHOD
+    assert cli_options.DEFAULT_PERCENTILE == quantize.DEFAULT_PERCENTILE
 
 
 def test_quantiser_defaults_match_the_quantiser():
@@ -46,6 +46,6 @@ def test_quantiser_defaults_match_the_quantiser():
     from vpuc.compiler.quantize.options import DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB
 
     default = QuantOptions()
-    assert cli.QUANT_SWITCHES == {name: getattr(default, name) for name in cli.QUANT_SWITCHES}
-    assert set(cli.QUANT_SWITCHES) == {"equalize", "absorb_bias", "smoothquant", "adaround", "sensitivity"}
-    assert (cli.DEFAULT_ADAROUND_BUDGET_S, cli.DEFAULT_MIN_SQNR_DB) == (DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB)
+    assert cli_options.QUANT_SWITCHES == {name: getattr(default, name) for name in cli_options.QUANT_SWITCHES}
+    assert set(cli_options.QUANT_SWITCHES) == {"equalize", "absorb_bias", "smoothquant", "adaround", "sensitivity"}
+    assert (cli_options.DEFAULT_ADAROUND_BUDGET_S, cli_options.DEFAULT_MIN_SQNR_DB) == (DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB)

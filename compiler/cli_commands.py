@@ -1,0 +1,259 @@
+"""The compiler's `vpuc` subcommands (compile, tune, calibrate-host, partition, optimize,
+zoo, targets): each reads its parsed arguments and returns the exit code; errors are raised
+for compiler/cli.py to answer in one line. TVM is imported inside each command."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from vpuc.compiler.cli_options import (
+    bound_inputs,
+    calibration_options,
+    input_shapes,
+    partition_options,
+    pass_options,
+    selection_fields,
+)
+
+
+def _artifact_path(args) -> Path:
+    """-o (default: the model's name with .vpub, here), never the model nor a non-artifact."""
+    from vpuc.compiler.errors import CompileError
+
+    output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
+    if output.is_dir():
+        raise CompileError(f"{output}: is a directory; give -o a file name such as model.vpub")
+    if output.exists() and Path(args.model).exists() and output.samefile(args.model):
+        raise CompileError(f"{output}: -o names the model itself; give another output such as model.vpub")
+    if output.exists() and not _is_artifact(output):
+        raise CompileError(f"{output}: exists and is not a .vpub artifact; refusing to overwrite it")
+    return output
+
+
+def _is_artifact(path: Path) -> bool:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return "manifest.json" in zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def compile_command(args) -> int:
+    from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
+    from vpuc.compiler.reports import print_compile_report
+    from vpuc.targets import load_target
+
+    output = _artifact_path(args)
+    target = load_target(args.target)
+    options = CompileOptions(
+        input_shapes=input_shapes(args.input_shape), bound_inputs=bound_inputs(args.bind_input),
+        **pass_options(args), **partition_options(args), **calibration_options(args, target),
+    )  # fmt: skip
+    with _progress() as progress:
+        prepared = prepare_model(args.model, target, options, progress=progress)
+        tuning_db = _tuning_db(args.db, prepared.target.name)
+        artifact = build_artifact(
+            args.model, prepared, reference=not args.no_reference, progress=progress, tuning_db=tuning_db
+        )
+    for warning in artifact.report["warnings"]:
+        print(f"vpuc compile: warning: {warning}", file=sys.stderr)
+    artifact.save(output)
+    if args.emit_asm:
+        _emit_asm(prepared, Path(args.emit_asm))
+    if args.json:
+        print(json.dumps({**artifact.report, "artifact": str(output)}, indent=2))
+    else:
+        print_compile_report(artifact.report, artifact.manifest, output)
+    return 0
+
+
+@contextlib.contextmanager
+def _progress():
+    """A spinner on stderr naming the running compile step and its elapsed time (only on a
+    terminal: piped output stays clean)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda stage: None
+        return
+    with console.status("compiling") as status:
+        yield lambda stage: status.update(f"vpuc compile: {stage} ...")
+
+
+def _emit_asm(prepared, folder: Path) -> None:
+    """<folder>/sg<i>.s per VPU program: assembly `vpuc asm` turns back into the same bytes."""
+    from vpuc.compiler.errors import CompileError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for program in prepared.programs:
+            (folder / f"sg{program.index}.s").write_text(program.assembly())
+    except OSError as exc:
+        raise CompileError(f"--emit-asm {folder}: cannot write: {exc.strerror}") from None
+
+
+def _tuning_db(db: str | None, target_name: str) -> Path | None:
+    """--db DIR, else the default location when a database is there."""
+    from vpuc.compiler.tune.database import META, default_db_dir
+
+    if db is not None:
+        return Path(db)
+    default = default_db_dir(target_name)
+    return default if (default / META).is_file() else None
+
+
+def tune_command(args) -> int:
+    from vpuc.compiler.driver import CompileOptions
+    from vpuc.compiler.errors import CompileError
+    from vpuc.compiler.reports import print_tune_report
+    from vpuc.compiler.tune.tuner import tune_model
+    from vpuc.targets import load_target
+
+    if args.time_budget is not None and args.time_budget <= 0:
+        raise CompileError(f"--time-budget: must be positive, got {args.time_budget}")
+    target = load_target(args.target)
+    options = CompileOptions(
+        input_shapes=input_shapes(args.input_shape), **partition_options(args),
+        **calibration_options(args, target),
+    )  # fmt: skip
+    budget_s = args.time_budget * 60 if args.time_budget is not None else None
+    result = tune_model(
+        args.model, target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
+        seed=args.seed, progress=not args.json and sys.stderr.isatty(),
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print_tune_report(result)
+    return 0
+
+
+def calibrate_host_command(args) -> int:
+    from vpuc.compiler.reports import print_calibration
+    from vpuc.compiler.tune.calibrate import fit
+
+    calibration = fit(args.target, args.db)
+    if args.json:
+        print(json.dumps(calibration.to_json(), indent=2))
+    else:
+        print_calibration(calibration)
+    return 0
+
+
+def partition_command(args) -> int:
+    from vpuc.compiler.driver import CompileOptions, prepare_model
+    from vpuc.compiler.errors import CompileError
+    from vpuc.compiler.partition.draw import write_drawing
+    from vpuc.compiler.reports import print_partition_report
+    from vpuc.targets import load_target
+
+    target = load_target(args.target)
+    # The same stages as `vpuc compile` (quantisation included): the report is the partition
+    # of the module that compile builds, computed the same way (tests/e2e/test_corpus.py).
+    options = CompileOptions(
+        input_shapes=input_shapes(args.input_shape), bound_inputs=bound_inputs(args.bind_input),
+        **partition_options(args), **calibration_options(args, target),
+    )  # fmt: skip
+    prepared = prepare_model(args.model, target, options)
+    for warning in prepared.warnings:
+        print(f"vpuc partition: warning: {warning}", file=sys.stderr)
+    if prepared.partition is None:
+        raise CompileError(
+            f"target '{prepared.target.name}' has no VPU: nothing to partition (try --target vpu)"
+        )
+    report = prepared.partition.report
+    if args.svg or args.dot:
+        path = write_drawing(
+            report, prepared.imported.onnx_model, args.svg or args.dot, "svg" if args.svg else "dot"
+        )
+        if not args.json:
+            print(f"drawing: {path}")
+    if args.json:
+        print(json.dumps({"model": prepared.imported.name, **report}, indent=2))
+    else:
+        print_partition_report(prepared.imported.name, report)
+    return 0
+
+
+def optimize_command(args) -> int:
+    from vpuc.compiler.frontend import import_model
+    from vpuc.compiler.pipeline import PassSelection, check_dump_after, optimize_imported
+    from vpuc.targets import load_target
+
+    selection = PassSelection(**selection_fields(pass_options(args)))
+    check_dump_after(args.dump_after, selection)
+    target = load_target(args.target)
+    imported = import_model(args.model, input_shapes(args.input_shape), bound_inputs(args.bind_input))
+    result = optimize_imported(imported, target, dump_after=args.dump_after, selection=selection)
+    if args.json:
+        dump = {"dump": result.dump} if result.dump is not None else {}
+        print(
+            json.dumps({"model": imported.name, "target": target.name, **result.to_json(), **dump}, indent=2)
+        )
+        return 0
+    if result.dump is not None:
+        print(f"# after {args.dump_after}\n{result.dump}")
+    from vpuc.compiler.reports import print_audit
+
+    print_audit(imported.name, target.name, result)
+    return 0
+
+
+def zoo_command(args) -> int:
+    from vpuc.compiler.errors import CompileError
+    from vpuc.examples import zoo
+
+    names = [n.strip() for n in args.models.split(",")] if args.models else list(zoo.MODELS)
+    unknown = [n for n in names if n not in zoo.MODELS]
+    if unknown:
+        raise CompileError(f"unknown zoo model(s) {', '.join(unknown)} (known: {', '.join(zoo.MODELS)})")
+    outdir = Path(args.outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise CompileError(f"{outdir}: exists and is not a directory")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompileError(f"{outdir}: cannot create the folder: {exc.strerror}") from None
+    for name in names:
+        path = outdir / f"{name}.onnx"
+        write_atomically(path, zoo.build(name).SerializeToString())
+        print(path)
+    return 0
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, then rename: never a partial file."""
+    import tempfile
+
+    from vpuc.compiler.errors import CompileError
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise CompileError(f"{path}: cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise CompileError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def targets_command(args) -> int:
+    from vpuc.targets import builtin_target_names, load_target
+
+    targets = [load_target(name) for name in builtin_target_names()]
+    if args.json:
+        print(json.dumps([t.to_json() for t in targets], indent=2))
+        return 0
+    for target in targets:
+        print(f"{target.name:10s} {target.kind:4s} {target.description}")
+    return 0
