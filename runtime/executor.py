@@ -150,8 +150,11 @@ TVM_ALIGNMENT = 64  # bytes; TVM's kernels are compiled assuming it
 def _to_tvm(array: np.ndarray) -> tvm.runtime.Tensor:
     """A tensor over the array's memory (DLPack, no copy), or over an aligned copy when the
     array is not 64-byte aligned. tvm.runtime.tensor copies through a slow path: 30 us per
-    call, as long as a whole small model's run."""
-    if array.ctypes.data % TVM_ALIGNMENT:
+    call, as long as a whole small model's run. An empty array goes by copy: numpy gives it
+    strides TVM's compactness check refuses (ONNX's node tests with a zero-size input)."""
+    if array.size == 0:
+        return tvm.runtime.tensor(np.ascontiguousarray(array))
+    if array.ctypes.data % TVM_ALIGNMENT or not array.flags["C_CONTIGUOUS"]:
         raw = np.empty(array.nbytes + TVM_ALIGNMENT, dtype=np.uint8)
         offset = -raw.ctypes.data % TVM_ALIGNMENT
         aligned = raw[offset : offset + array.nbytes].view(array.dtype).reshape(array.shape)
