@@ -32,7 +32,7 @@ UNSUPPORTED_TYPES = {
     TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2, TensorProto.UINT2,
     TensorProto.FLOAT4E2M1, TensorProto.FLOAT6E2M3, TensorProto.FLOAT6E3M2,
     TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
-    TensorProto.FLOAT8E5M2FNUZ, TensorProto.FLOAT8E8M0,
+    TensorProto.FLOAT8E5M2FNUZ, TensorProto.FLOAT8E8M0, TensorProto.STRING,
 }  # fmt: skip
 INTEGERS = {
     TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64,
@@ -203,6 +203,24 @@ def _resize(node, facts: _Facts) -> str | None:
     return None
 
 
+def _resize_policy(node, facts: _Facts) -> str | None:
+    """What frontend/fixes/conversions.py leaves of keep_aspect_ratio_policy (a Resize whose
+    `axes` it could not expand has runtime parameters: the importer's own refusal stands)."""
+    policy = _attr(node, "keep_aspect_ratio_policy", b"stretch")
+    if (policy.decode() if isinstance(policy, bytes) else policy) != "stretch":
+        return (
+            "keep_aspect_ratio_policy whose sizes are not exactly the common scale times the "
+            "input is not supported (TVM would map coordinates by each axis's own scale)"
+        )
+    return None
+
+
+def _max_pool(node, facts: _Facts) -> str | None:
+    if len(node.output) > 1 and node.output[1]:
+        return "the Indices output (argmax) is not supported"
+    return None
+
+
 def _split(node, facts: _Facts) -> str | None:
     sizes = facts.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else None
     if sizes is None:
@@ -227,7 +245,8 @@ CONFIGURATION_CHECKS: dict[str, Callable[[onnx.NodeProto, _Facts], str | None]] 
     "ConvTranspose": _conv_transpose,
     "ReduceMin": _reduce_extreme,
     "ReduceMax": _reduce_extreme,
-    "Resize": _resize,
+    "Resize": lambda node, facts: _resize(node, facts) or _resize_policy(node, facts),
+    "MaxPool": _max_pool,
     "Split": _split,
     "TopK": _top_k,
 }

@@ -23,17 +23,24 @@ each of these gave a wrong answer without an error.
     float16 MatMul/Gemm/Conv/Softmax       TVM accumulates in float16 (several ULPs off
                                            ONNX's, which accumulates in float32): in float32
 
+and two the importer failed on (a refusal before):
+
+    EyeLike(dtype) of another type         EyeLike in the input's type, then Cast
+    Resize(axes), keep_aspect_ratio_policy the full-rank roi/scales/sizes; the policy's
+                                           sizes where they are the common scale exactly
+
 Each rewrite keeps the node's outputs' names, names new nodes after the node, and runs once
 shapes are static and attribute-like inputs constant (after frontend/fold.py); configurations
 that cannot be rewritten are refused by frontend/support.py with the reason. semantics.py
-holds the first eight, numerics.py the rest; rewrite.py the context they share.
+holds the fixes of semantics, numerics.py those of precision, conversions.py the last two;
+rewrite.py the context they share.
 """
 
 from __future__ import annotations
 
 import onnx
 
-from vpuc.compiler.frontend.fixes import numerics, semantics
+from vpuc.compiler.frontend.fixes import conversions, numerics, semantics
 from vpuc.compiler.frontend.fixes.rewrite import Fixer, context
 
 FIXERS: dict[str, Fixer] = {
@@ -54,6 +61,8 @@ FIXERS: dict[str, Fixer] = {
     "Gemm": numerics.float16_in_float32,
     "Conv": numerics.float16_in_float32,
     "Softmax": numerics.float16_in_float32,
+    "EyeLike": conversions.eye_like_dtype,
+    "Resize": conversions.resize_full_rank,
 }
 
 
