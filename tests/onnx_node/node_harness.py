@@ -288,5 +288,7 @@ def run_case_in_process(case: NodeCase) -> CaseResult:
     outputs = compat.flatten_outputs(vm["main"](*[tvm.runtime.tensor(arrays[n]) for n in names]))
     got = dict(zip([spec.name for spec in prepared.imported.outputs], outputs, strict=False))
     expected = [_as_array(o) for o in case.outputs]
-    outcome, detail = compare_outputs([o.name for o in model.graph.output], got, expected, case.rtol, case.atol)
+    outcome, detail = compare_outputs(
+        [o.name for o in model.graph.output], got, expected, case.rtol, case.atol
+    )
     return CaseResult(case.name, outcome, detail or not_tensor, case_ops(case), time.perf_counter() - start)

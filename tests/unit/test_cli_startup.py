@@ -47,5 +47,14 @@ def test_quantiser_defaults_match_the_quantiser():
 
     default = QuantOptions()
     assert cli_options.QUANT_SWITCHES == {name: getattr(default, name) for name in cli_options.QUANT_SWITCHES}
-    assert set(cli_options.QUANT_SWITCHES) == {"equalize", "absorb_bias", "smoothquant", "adaround", "sensitivity"}
-    assert (cli_options.DEFAULT_ADAROUND_BUDGET_S, cli_options.DEFAULT_MIN_SQNR_DB) == (DEFAULT_ADAROUND_BUDGET_S, DEFAULT_MIN_SQNR_DB)
+    assert set(cli_options.QUANT_SWITCHES) == {
+        "equalize",
+        "absorb_bias",
+        "smoothquant",
+        "adaround",
+        "sensitivity",
+    }
+    assert (cli_options.DEFAULT_ADAROUND_BUDGET_S, cli_options.DEFAULT_MIN_SQNR_DB) == (
+        DEFAULT_ADAROUND_BUDGET_S,
+        DEFAULT_MIN_SQNR_DB,
+    )

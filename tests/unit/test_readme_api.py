@@ -14,7 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _example() -> str:
-    (code,) = re.findall(r"## Python API\n\n```python\n(.+?)\n```", (REPO / "README.md").read_text(), flags=re.S)
+    (code,) = re.findall(
+        r"## Python API\n\n```python\n(.+?)\n```", (REPO / "README.md").read_text(), flags=re.S
+    )
     return code
 
 
