@@ -128,7 +128,10 @@ def _lower_call(builder: _Builder, var: relax.Var, call: relax.Call, func: relax
     pattern = str(attrs["Composite"]) if attrs is not None and "Composite" in attrs else "composite"
     args = [builder.tensor_of[a] for a in call.args]
     floats = [f"'{a}' is {builder.float_tensors[a]}" for a in args if a in builder.float_tensors]
-    shape, dtype = _static(var, builder.symbol)
+    found = compat.tensor_type(var)
+    if found is None:  # a tuple: a value inside the composite is also read outside it
+        raise LowerError(f"{pattern}: a value computed inside the layer is also read outside it", members)
+    shape, dtype = found
     if floats or dtype != "int8":
         what = ", ".join(floats) if floats else f"its result is {dtype}"
         raise LowerError(f"{pattern}: the VPU computes int8 tensors ({what})", members)
