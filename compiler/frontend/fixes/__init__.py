@@ -23,16 +23,18 @@ each of these gave a wrong answer without an error.
     float16 MatMul/Gemm/Conv/Softmax       TVM accumulates in float16 (several ULPs off
                                            ONNX's, which accumulates in float32): in float32
 
-and two the importer failed on (a refusal before):
+and three the importer failed on (a refusal before, or a wrong shape):
 
     EyeLike(dtype) of another type         EyeLike in the input's type, then Cast
     Resize(axes), keep_aspect_ratio_policy the full-rank roi/scales/sizes; the policy's
                                            sizes where they are the common scale exactly
+    Slice starts/ends beyond the axis      the importer narrows them to 32 bits (-2^62 became
+                                           0): clamped to +-(dim + 1), as ONNX clamps them
 
 Each rewrite keeps the node's outputs' names, names new nodes after the node, and runs once
 shapes are static and attribute-like inputs constant (after frontend/fold.py); configurations
 that cannot be rewritten are refused by frontend/support.py with the reason. semantics.py
-holds the fixes of semantics, numerics.py those of precision, conversions.py the last two;
+holds the fixes of semantics, numerics.py those of precision, conversions.py the last three;
 rewrite.py the context they share.
 """
 
@@ -63,6 +65,7 @@ FIXERS: dict[str, Fixer] = {
     "Softmax": numerics.float16_in_float32,
     "EyeLike": conversions.eye_like_dtype,
     "Resize": conversions.resize_full_rank,
+    "Slice": conversions.slice_bounds,
 }
 
 

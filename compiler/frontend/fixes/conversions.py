@@ -74,3 +74,39 @@ def resize_full_rank(node, ctx: Rewrite, label: str):
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def slice_bounds(node, ctx: Rewrite, label: str):
+    """Slice starts/ends in ONNX's own clamped form: start in [0, dim] (step > 0) or
+    [0, dim - 1] (step < 0), end in [start, dim] or [-1, start], "before index 0" (-1) written
+    -(dim + 1). The importer narrows the values to 32 bits (-2^62 became 0: an empty slice where
+    ONNX takes the whole axis backwards, a fuzzer finding, cpu-e4c8ee58bf) and TVM's build
+    fails on an end before the start (ONNX: empty)."""
+    shape = ctx.shapes.get(node.input[0])
+    if len(node.input) < 3 or shape is None:
+        return None
+    names = list(node.input) + [""] * (5 - len(node.input))
+    if any(name and name not in ctx.constants for name in names[1:5]):
+        return None
+    starts, ends = (numpy_helper.to_array(ctx.constants[n]).astype(np.int64) for n in names[1:3])
+    rank = len(shape)
+    axes = numpy_helper.to_array(ctx.constants[names[3]]) if names[3] else np.arange(len(starts))
+    steps = numpy_helper.to_array(ctx.constants[names[4]]) if names[4] else np.ones(len(starts), np.int64)
+    new_starts, new_ends = starts.copy(), ends.copy()
+    for i, (start, end, axis, step) in enumerate(zip(starts, ends, axes, steps, strict=True)):
+        dim = shape[int(axis) % rank]
+        start, end = int(start) + dim * (start < 0), int(end) + dim * (end < 0)
+        if step > 0:
+            start = min(max(start, 0), dim)
+            end = min(max(end, start), dim)
+        else:
+            start = min(max(start, 0), dim - 1)
+            end = min(max(end, -1), start)
+        new_starts[i], new_ends[i] = start, end if end >= 0 else -(dim + 1)
+    if np.array_equal(new_starts, starts) and np.array_equal(new_ends, ends):
+        return None
+    names[1] = ctx.const(new_starts, f"{label}/starts")
+    names[2] = ctx.const(new_ends, f"{label}/ends")
+    while not names[-1]:
+        names.pop()
+    return [remake(node, names, list(node.output))]
