@@ -128,8 +128,11 @@ def _first_bad(name, got, expected, bad) -> str:
 # Ops through which a value keeps the quantisation grid of its input (or shrinks errors).
 _GRID_KEEPING = {
     "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Slice",
-    "MaxPool", "GlobalMaxPool", "Relu", "Concat", "Pad",
+    "MaxPool", "GlobalMaxPool", "Relu", "Concat", "Pad", "Abs", "Neg",
 }  # fmt: skip
+# (Abs and Neg map the grid onto itself: a 1-LSB difference upstream stays 1 LSB. Without
+# them a float Abs of a requantised tensor was held to the float tolerance: the harness's
+# fault in case vpu-be68bf90f2, where bn_fold moved one value across a rounding boundary.)
 
 
 def output_lsbs(model: onnx.ModelProto) -> dict[str, float | None]:
