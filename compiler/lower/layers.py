@@ -140,6 +140,7 @@ def _conv(builder, parsed, args, out, name, nodes) -> None:
     weights = _weights(parsed, call.args[1])
     channels = weights.array.shape[0]
     bias, clamp = _epilogue(parsed, var)
+    _check_windows(builder.tensors[x].shape, weights.array.shape, attrs)
     builder.ops.append(
         ops.Conv(
             name,
@@ -157,6 +158,28 @@ def _conv(builder, parsed, args, out, name, nodes) -> None:
             groups=int(attrs.groups),
         )
     )
+
+
+def _check_windows(x_shape, w_shape, attrs) -> None:
+    """Every output row and column must read at least one input pixel: the conv instruction
+    takes a band of at least one input row (a fuzzer finding, vpu-300fdf0d60: a 1x1 conv
+    with stride 2 and pad_top 1 on one row made a band of 0 rows, which the simulator
+    refused at run time)."""
+    top, left, bottom, right = (int(v) for v in attrs.padding)
+    for axis, (size, kernel, stride, dilation, before, after) in enumerate(
+        (
+            (x_shape[1], w_shape[1], int(attrs.strides[0]), int(attrs.dilation[0]), top, bottom),
+            (x_shape[2], w_shape[2], int(attrs.strides[1]), int(attrs.dilation[1]), left, right),
+        )
+    ):
+        reach = (kernel - 1) * dilation
+        last = (size + before + after - reach - 1) // stride * stride - before  # the last window's start
+        if before > reach or last >= size:
+            what = "rows" if axis == 0 else "columns"
+            raise LowerError(
+                f"padding of {before} + {after} {what} around {size} reaches past the {kernel}-tap "
+                f"window (dilation {dilation}, stride {stride}): an output would read only padding"
+            )
 
 
 def _dense(builder, parsed, args, out, name, nodes) -> None:
