@@ -92,14 +92,14 @@ def shape_of(op: vops.Conv | vops.Dense, ctx: Context) -> MacShape:
     return MacShape(n, h, w, cin, oh, ow, cout, op.kernel, op.strides, op.dilation, op.padding, op.groups)
 
 
-def _rows_view(view: View) -> View:
+def rows_view(view: View) -> View:
     """A dense layer's (N, H, W, K) view as the (1, N*H*W, 1, K) image shape_of gives it: a
     band of M rows is then a band of the view's rows. Without it a view with W > 1 (a MatMul
     on a [1, 1, 5, K] tensor) moved every band W times too wide (found by tests/fuzz,
     regression case vpu-cd892ec895)."""
     n, h, w, c = view.shape
     if view.nchw and h * w > 1 and c > 1:  # (with one channel, or one pixel, the bytes agree)
-        raise LowerError("dense layer on a channels-first view (not yet)")
+        raise LowerError("dense layer or matrix product on a channels-first view (not yet)")
     return replace(view, shape=(1, n * h * w, 1, c), nchw=False)
 
 
@@ -242,7 +242,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     mode = ctx.target.numerics.requant
     x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
     if isinstance(op, vops.Dense):  # its M rows are the pixels of the view, in order
-        x_view, y_view = _rows_view(x_view), _rows_view(y_view)
+        x_view, y_view = rows_view(x_view), rows_view(y_view)
     x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
     parts = chunks(shape, choice)
     tile_list = _tiles(shape, choice, parts)

@@ -13,6 +13,7 @@ from vpuc.compiler.lower import transfer
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.estimate import Clock
 from vpuc.compiler.lower.plan import Addr, Buffer, OpPlan, Spec
+from vpuc.compiler.lower.tile_mac import rows_view
 from vpuc.compiler.lower.tiling import Context, Events, band_options, bands, buffer, count_dram, working_set
 from vpuc.targets.isa.formats import Matmul, Opcode, Requant
 from vpuc.targets.isa.params import pack_requant_params
@@ -65,7 +66,9 @@ def plan_matmul(op: vops.Matmul, ctx: Context) -> OpPlan:
 def _build_matmul(op: vops.Matmul, ctx: Context, band: int, bufs: dict[str, Buffer]):
     batch, m, k, n = _matmul_dims(op, ctx)
     mode = ctx.target.numerics.requant
-    a_view, b_view, y_view = (ctx.view(t) for t in (*op.inputs, op.output))
+    # rows of m as rows of the view, as a dense layer's (without it a [1, 1, 3, 3] product,
+    # x @ x^T, stored each band 3 times too wide: fuzzer case vpu-plus-796a28fb08)
+    a_view, b_view, y_view = (rows_view(ctx.view(t)) for t in (*op.inputs, op.output))
     blob_name = f"blob{ctx.index}.params"
     params = pack_requant_params(mode, op.requant.multipliers[:1])
     plan = OpPlan(
