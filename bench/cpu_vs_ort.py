@@ -3,7 +3,7 @@
 Models: every zoo model and the real-export fixtures of tests/fixtures/exports (their
 stored inputs). For each:
 
-    untuned  `vpuc compile --target cpu` (default schedules, compiler/tune/defaults.py)
+    untuned  `vpuc compile --target cpu` (default schedules, compiler/host/defaults.py)
     tuned    `vpuc tune --time-budget MIN` (its own process) into DB_ROOT/<model>, then
              `vpuc compile --db DB_ROOT/<model>` (skipped with --no-tune; with
              --reuse-db the databases already there are used and nothing is tuned)
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vpuc.compiler.tune.host import machine_cores
+from vpuc.compiler.host.target import machine_cores
 
 THREADS = machine_cores()
 os.environ.setdefault("TVM_NUM_THREADS", str(THREADS))  # before TVM starts its thread pool
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import OUT_DIR, median_seconds, write_json  # noqa: E402
 
 from vpuc.compiler import compile_model  # noqa: E402
-from vpuc.compiler.tune.database import META  # noqa: E402
+from vpuc.compiler.host.database import META  # noqa: E402
 from vpuc.examples import zoo  # noqa: E402
 from vpuc.runtime.executor import Executable  # noqa: E402
 

@@ -35,7 +35,7 @@ from rich.table import Table
 from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower import vpu_functions
-from vpuc.compiler.lower.extract import extract_subgraph
+from vpuc.compiler.lower.reader.extract import extract_subgraph
 from vpuc.examples import zoo
 from vpuc.runtime import load
 from vpuc.sim import Simulator

@@ -71,7 +71,7 @@ from vpuc.compiler.quantize import (  # noqa: E402
     split_file_samples,
     synthetic_split,
 )
-from vpuc.compiler.quantize.metrics import sqnr_db  # noqa: E402
+from vpuc.compiler.quantize.measurement.metrics import sqnr_db  # noqa: E402
 from vpuc.examples import sentence_encoder, zoo  # noqa: E402
 from vpuc.targets import load_target  # noqa: E402
 

@@ -140,8 +140,8 @@ def model_figures(name: str, target_name: str, workdir: Path) -> dict:
 def annotate_layers(program, prepared) -> None:
     """Each layer's weight bytes, boundary bytes and MAC shape, from the lowering's plans."""
     from vpuc.compiler.lower import vpu_functions
-    from vpuc.compiler.lower.extract import extract_subgraph
     from vpuc.compiler.lower.ops import MAC_OPS
+    from vpuc.compiler.lower.reader.extract import extract_subgraph
 
     func = vpu_functions(prepared.partition.mod)[program.index][1]
     subgraph = extract_subgraph(func, program.symbol, prepared.quantized.provenance, program.index)

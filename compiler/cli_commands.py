@@ -101,7 +101,7 @@ def _emit_asm(prepared, folder: Path) -> None:
 
 def _tuning_db(db: str | None, target_name: str) -> Path | None:
     """--db DIR, else the default location when a database is there."""
-    from vpuc.compiler.tune.database import META, default_db_dir
+    from vpuc.compiler.host.database import META, default_db_dir
 
     if db is not None:
         return Path(db)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-# Calibration methods and defaults (compiler/quantize/ranges.py; a test keeps them equal):
+# Calibration methods and defaults (compiler/quantize/calibration/ranges.py; a test keeps them equal):
 # spelled here so that building the parser imports no TVM.
 CALIB_METHODS = ("minmax", "percentile", "entropy", "mse", "auto")
 DEFAULT_CALIB_METHOD = "percentile"

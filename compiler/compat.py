@@ -104,12 +104,12 @@ QUICK_BUILD_OPT_LEVEL = 1
 
 def build_host(mod: tvm.IRModule, llvm_target: str) -> relax.VMExecutable:
     """relax.build for the host CPU, for in-process use (the quantiser's modules): LLVM at
-    QUICK_BUILD_OPT_LEVEL. The artifact's host library is built by compiler/build.py."""
+    QUICK_BUILD_OPT_LEVEL. The artifact's host library is built by compiler/host/build.py."""
     target = {**tvm.target.Target(llvm_target).export(), "opt-level": QUICK_BUILD_OPT_LEVEL}
     return relax.build(mod, target=tvm.target.Target(target))
 
 
-# --- the host CPU, as LLVM inside TVM sees it (compiler/tune/host.py) -----------------
+# --- the host CPU, as LLVM inside TVM sees it (compiler/host/target.py) -----------------
 
 
 def llvm_host_cpu_name() -> str:

@@ -32,9 +32,9 @@ from typing import Any
 import onnx
 import tvm
 
-from vpuc.compiler.build import build_host_library
 from vpuc.compiler.errors import CompileError
 from vpuc.compiler.frontend import ImportedModel, import_model
+from vpuc.compiler.host.build import build_host_library
 from vpuc.compiler.lower import (
     REFERENCE_ENTRY,
     REFERENCE_PREFIX,
@@ -45,7 +45,7 @@ from vpuc.compiler.lower import (
     lower_partitioned,
     vpu_functions,
 )
-from vpuc.compiler.lower.edges import channels_first_inputs
+from vpuc.compiler.lower.reader.edges import channels_first_inputs
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
 from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions

@@ -1,6 +1,6 @@
 """Can this machine run an artifact's host library? Checked before it is loaded.
 
-The manifest's `host_target` (compiler/tune/host.py) names the CPU the host graph was built
+The manifest's `host_target` (compiler/host/target.py) names the CPU the host graph was built
 for and the instruction-set extensions its code may use (avx2, fma, avx512f, neon, ...).
 An artifact built for another architecture, or needing an extension this CPU lacks, is
 refused with one line instead of dying of an illegal instruction halfway through a run.

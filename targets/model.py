@@ -73,7 +73,7 @@ class HostOptions:
 
     The target's fields are TVM's (kind, mtriple, mcpu, mattr, num-cores); a field left
     None means "the machine the compiler runs on", filled in at build time
-    (compiler/tune/host.py) and recorded in the artifact's manifest."""
+    (compiler/host/target.py) and recorded in the artifact's manifest."""
 
     kind: str = "llvm"
     mtriple: str | None = None

@@ -33,7 +33,7 @@ from vpuc.compiler.frontend.shapes import (
     tensor_specs,
 )
 from vpuc.compiler.frontend.support import check_supported
-from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
+from vpuc.compiler.quantize.qdq.onnx_check import check_qdq_onnx
 
 
 @dataclass

@@ -25,15 +25,15 @@ import hashlib
 import tvm
 from tvm import relax
 
-from vpuc.compiler.lower.edges import (
+from vpuc.compiler.lower.codegen.emit import Binding, VpuProgram, lower_subgraph
+from vpuc.compiler.lower.errors import LowerError
+from vpuc.compiler.lower.reader.edges import (
     channels_first_inputs,
     cheaper_edge,
     drop_host_transposes,
     take_channels_first,
 )
-from vpuc.compiler.lower.emit import Binding, VpuProgram, lower_subgraph
-from vpuc.compiler.lower.errors import LowerError
-from vpuc.compiler.lower.extract import extract_subgraph
+from vpuc.compiler.lower.reader.extract import extract_subgraph
 from vpuc.targets import Target
 
 __all__ = [

@@ -23,22 +23,22 @@ docs/quantization.md describes methods, data, numerics and accuracy figures.
 """
 
 from vpuc.compiler.quantize.api import check_options, quantize_for_compile
-from vpuc.compiler.quantize.data import (
+from vpuc.compiler.quantize.calibration.data import (
     CalibrationData,
     load_calibration,
     split_file_samples,
     synthetic_calibration,
     synthetic_split,
 )
+from vpuc.compiler.quantize.calibration.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
 from vpuc.compiler.quantize.errors import CalibrationError, QDQError
-from vpuc.compiler.quantize.measure import AccuracyFloorError
+from vpuc.compiler.quantize.measurement.measure import AccuracyFloorError
+from vpuc.compiler.quantize.measurement.report import accuracy_tables
 from vpuc.compiler.quantize.options import DEFAULT_MIN_SQNR_DB, QuantOptions
 from vpuc.compiler.quantize.params import QParams
 from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
-from vpuc.compiler.quantize.qdq_model import clean_qdq, is_qdq_module, quantize_qdq
-from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx, is_qdq_onnx
-from vpuc.compiler.quantize.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
-from vpuc.compiler.quantize.report import accuracy_tables
+from vpuc.compiler.quantize.qdq.model import clean_qdq, is_qdq_module, quantize_qdq
+from vpuc.compiler.quantize.qdq.onnx_check import check_qdq_onnx, is_qdq_onnx
 
 __all__ = [
     "DEFAULT_MIN_SQNR_DB",

@@ -19,7 +19,7 @@ import tvm
 
 from vpuc.compiler.errors import CompileError
 from vpuc.compiler.frontend.shapes import TensorSpec
-from vpuc.compiler.quantize.data import (
+from vpuc.compiler.quantize.calibration.data import (
     DEFAULT_SYNTHETIC_SAMPLES,
     MIN_SYNTHETIC_HELD_OUT,
     SplitData,
@@ -28,11 +28,11 @@ from vpuc.compiler.quantize.data import (
     synthetic_calibration,
     synthetic_split,
 )
+from vpuc.compiler.quantize.calibration.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
 from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
-from vpuc.compiler.quantize.qdq_model import is_qdq_module, quantize_qdq
-from vpuc.compiler.quantize.qdq_onnx import check_qdq_onnx
-from vpuc.compiler.quantize.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
+from vpuc.compiler.quantize.qdq.model import is_qdq_module, quantize_qdq
+from vpuc.compiler.quantize.qdq.onnx_check import check_qdq_onnx
 from vpuc.targets import Target
 
 

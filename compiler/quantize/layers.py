@@ -14,7 +14,7 @@ import onnx
 
 from vpuc.compiler.errors import CompileError
 from vpuc.compiler.partition import Placement
-from vpuc.compiler.quantize.floor import Layer
+from vpuc.compiler.quantize.measurement.floor import Layer
 from vpuc.compiler.quantize.plan import QuantPlan
 
 

@@ -24,15 +24,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import tvm
 
-from vpuc.compiler.quantize import absorb_bias, adaround, equalize, method_choice, smoothquant
-from vpuc.compiler.quantize.calibrate import channel_mean_axes, choose_params, collect_stats
-from vpuc.compiler.quantize.data import CalibrationData
-from vpuc.compiler.quantize.derived import Derived, reader
-from vpuc.compiler.quantize.histogram import TensorStats
-from vpuc.compiler.quantize.observe import Observer
+from vpuc.compiler.quantize.calibration import method_choice
+from vpuc.compiler.quantize.calibration.calibrate import channel_mean_axes, choose_params, collect_stats
+from vpuc.compiler.quantize.calibration.data import CalibrationData
+from vpuc.compiler.quantize.calibration.histogram import TensorStats
+from vpuc.compiler.quantize.calibration.observe import Observer
+from vpuc.compiler.quantize.measurement.derived import Derived, reader
 from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.params import QParams
 from vpuc.compiler.quantize.plan import QuantPlan
+from vpuc.compiler.quantize.transforms import absorb_bias, adaround, equalize, smoothquant
 
 PREPASS_SAMPLES = 8  # SmoothQuant's per-channel maxima come from the first samples
 

@@ -23,15 +23,15 @@ import onnx
 import tvm
 
 from vpuc.compiler.partition import Placement, partition_for_vpu
-from vpuc.compiler.quantize.accuracy import exact_accuracy
-from vpuc.compiler.quantize.data import CalibrationData
+from vpuc.compiler.quantize.calibration.data import CalibrationData
+from vpuc.compiler.quantize.calibration.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
 from vpuc.compiler.quantize.layers import keep_float_bindings, plan_layers
-from vpuc.compiler.quantize.measure import AccuracyFloorError, Run, floor_message, floor_verdict
+from vpuc.compiler.quantize.measurement.accuracy import exact_accuracy
+from vpuc.compiler.quantize.measurement.measure import AccuracyFloorError, Run, floor_message, floor_verdict
 from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.plan import QuantPlan, plan_quantization
 from vpuc.compiler.quantize.prepare import prepare
-from vpuc.compiler.quantize.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
-from vpuc.compiler.quantize.realize import QuantizedTensor, realize
+from vpuc.compiler.quantize.transforms.realize import QuantizedTensor, realize
 from vpuc.targets import Target
 
 

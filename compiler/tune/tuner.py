@@ -30,10 +30,10 @@ from tvm.ir.utils import derived_object
 
 from vpuc.compiler import compat
 from vpuc.compiler.errors import CompileError, last_line
-from vpuc.compiler.tune import database as tuning_db
-from vpuc.compiler.tune.defaults import default_schedule
-from vpuc.compiler.tune.host import HostTarget
-from vpuc.compiler.tune.tasks import Task
+from vpuc.compiler.host import database as tuning_db
+from vpuc.compiler.host.defaults import default_schedule
+from vpuc.compiler.host.target import HostTarget
+from vpuc.compiler.host.tasks import Task
 
 TRIALS_PER_TASK = 256
 MAX_TRIALS_PER_ITER = 32
@@ -87,8 +87,8 @@ def tune_model(
     """Tune the host kernels of `model` (path or ModelProto) compiled for `target`, into
     `db_dir` (default: database.default_db_dir(target name))."""
     from vpuc.compiler.driver import CompileOptions, prepare_model
-    from vpuc.compiler.tune.host import resolve_host_target
-    from vpuc.compiler.tune.tasks import extract_tasks, lower_to_kernels
+    from vpuc.compiler.host.target import resolve_host_target
+    from vpuc.compiler.host.tasks import extract_tasks, lower_to_kernels
 
     prepared = prepare_model(model, target, options or CompileOptions())
     host = resolve_host_target(prepared.target)
@@ -188,7 +188,7 @@ def _keep_best(task: Task, work_db, db, host: HostTarget, model_name: str, min_s
 
 
 def _options(host: HostTarget):
-    from vpuc.compiler.build import schedule_options
+    from vpuc.compiler.host.build import schedule_options
 
     return schedule_options(host)
 

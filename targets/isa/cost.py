@@ -2,7 +2,7 @@
 
 Defined once, here, beside the formats: the simulator's plans (vpuc.sim) take every
 instruction's cycles from `instruction_cycles`, and the compiler's cost model and
-compile-time estimates (compiler/lower/estimate.py, compiler/partition/cost.py) read the
+compile-time estimates (compiler/lower/codegen/estimate.py, compiler/partition/cost.py) read the
 same functions. What differs between the two sides (overlap between units, stalls on
 tokens, the schedule) is what the tests that compare them are about. docs/isa.md gives
 each formula in prose.

@@ -1,6 +1,6 @@
 """The VPU instruction set: opcodes, one frozen dataclass per format, and its binary encoding.
 
-The contract of both sides: the compiler's emitter (compiler/lower/emit.py) builds these
+The contract of both sides: the compiler's emitter (compiler/lower/codegen/emit.py) builds these
 instructions, the simulator (vpuc.sim) runs them; the assembler (asm.py) and the program
 container (program.py) build on these classes. Every instruction is one 64-byte little-endian word; bits
 0..63 are a header common to all formats (opcode, layer, wait and signal token masks), the

@@ -14,9 +14,9 @@ import pytest
 
 from vpuc.compiler import compat, compile_model
 from vpuc.compiler.driver import CompileOptions, prepare_model
-from vpuc.compiler.tune.database import META, RECORDS, WORKLOADS
-from vpuc.compiler.tune.host import resolve_host_target
-from vpuc.compiler.tune.tasks import extract_tasks, lower_to_kernels
+from vpuc.compiler.host.database import META, RECORDS, WORKLOADS
+from vpuc.compiler.host.target import resolve_host_target
+from vpuc.compiler.host.tasks import extract_tasks, lower_to_kernels
 from vpuc.compiler.tune.tuner import tune_tasks
 from vpuc.examples import zoo
 from vpuc.runtime.executor import Executable

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.emit import lower_subgraph
+from vpuc.compiler.lower.codegen.emit import lower_subgraph
 from vpuc.sim import Simulator
 from vpuc.targets import load_target
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from vpuc.compiler.lower.layers import LOWERINGS, LUT_KINDS
+from vpuc.compiler.lower.reader.layers import LOWERINGS, LUT_KINDS
 from vpuc.compiler.partition.patterns import ACTIVATED_CORES, MAC_CORES, PLAIN_CORES
 from vpuc.targets import builtin_target_names, load_target
 

@@ -149,8 +149,8 @@ def test_a_window_the_isa_cannot_hold_is_refused_with_the_layer_named(vpu):
 def test_transfers_beyond_sixteen_bit_row_counts_are_split(vpu):
     """A band of 90000 pixels of 3 channels out of 8 does not fit the DMA's 16-bit row
     count: transfer.band splits it into planes; the simulator gathers exactly the slice."""
-    from vpuc.compiler.lower import transfer
-    from vpuc.compiler.lower.plan import Addr, View
+    from vpuc.compiler.lower.codegen import transfer
+    from vpuc.compiler.lower.codegen.plan import Addr, View
     from vpuc.sim import End, Simulator
     from vpuc.targets.isa.formats import Opcode
 

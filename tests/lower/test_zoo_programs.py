@@ -14,7 +14,7 @@ from tvm import relax
 
 from vpuc.compiler.driver import CompileOptions, prepare_model
 from vpuc.compiler.lower import vpu_functions
-from vpuc.compiler.lower.extract import extract_subgraph
+from vpuc.compiler.lower.reader.extract import extract_subgraph
 from vpuc.examples import zoo
 from vpuc.sim import Simulator
 
@@ -35,7 +35,7 @@ def compiled(request, zoo_dir):
 def _simulate(prepared, program, seed=0):
     """Random int8 inputs -> (inputs as the subgraph's Relax shapes say (NHWC), the simulator's
     result, outputs). An input the program takes channels-first (its DMA transposes it:
-    compiler/lower/edges.py) is written to DRAM as NCHW."""
+    compiler/lower/reader/edges.py) is written to DRAM as NCHW."""
     rng = np.random.default_rng(seed)
     image = np.zeros(program.dram_bytes, np.uint8)
     image[: len(program.blob)] = np.frombuffer(program.blob, np.uint8)

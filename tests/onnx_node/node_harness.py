@@ -270,9 +270,9 @@ def run_case_in_process(case: NodeCase) -> CaseResult:
     import tvm
 
     from vpuc.compiler import CompileError, compat
-    from vpuc.compiler.build import host_executable
     from vpuc.compiler.driver import CompileOptions, prepare_model
-    from vpuc.compiler.tune.host import resolve_host_target
+    from vpuc.compiler.host.build import host_executable
+    from vpuc.compiler.host.target import resolve_host_target
 
     start = time.perf_counter()
     model = onnx.load_from_string(case.model)

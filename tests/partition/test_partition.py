@@ -33,7 +33,7 @@ def test_tinyconvnet_final_decision_keeps_the_whole_net(partition):
     assert {"stage4/pool", "head/gap", "head/fc"} <= set(net["ops"])
     boundaries = {(b["direction"], b["tensor"]): b for b in report["boundaries"]}
     # The VPU computes in NHWC: the input crosses in NHWC (the host's transpose, or the
-    # code generator's strided DMA: compiler/lower/edges.py), the logits come back.
+    # code generator's strided DMA: compiler/lower/reader/edges.py), the logits come back.
     entry = boundaries[("CPU->VPU", "input (transposed)")]
     assert (entry["producer"], entry["shape"], entry["bytes"]) == ("input:input", [1, 16, 16, 3], 768)
     assert boundaries[("VPU->CPU", "output")] == {

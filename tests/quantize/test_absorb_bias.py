@@ -1,4 +1,4 @@
-"""Bias absorption (compiler/quantize/absorb_bias.py): what it moves (Before/Expected), and
+"""Bias absorption (compiler/quantize/transforms/absorb_bias.py): what it moves (Before/Expected), and
 that the float model computes the same on the samples its minima come from."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from vpuc.compiler.quantize import absorb_bias
 from vpuc.compiler.quantize.plan import CompositePlan, QuantPlan
+from vpuc.compiler.quantize.transforms import absorb_bias
 
 RNG = np.random.default_rng(11)
 W1 = (RNG.standard_normal((6, 4)) * 0.3).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Adaptive rounding (compiler/quantize/adaround.py): the layer inputs it sees are what the
+"""Adaptive rounding (compiler/quantize/transforms/adaround.py): the layer inputs it sees are what the
 conv reads (against onnxruntime's Conv), and the rounding it learns lowers the layer's
 output error on fresh samples while only choosing between floor and ceil."""
 
@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper
 from tvm import relax
 
-from vpuc.compiler.quantize import adaround
 from vpuc.compiler.quantize.params import quantize_weight
+from vpuc.compiler.quantize.transforms import adaround
 
 
 def _onnx_conv(x_nchw, w_oihw, stride, pad, group):

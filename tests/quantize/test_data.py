@@ -8,7 +8,7 @@ import pytest
 
 from vpuc.compiler.frontend import TensorSpec
 from vpuc.compiler.quantize import CalibrationError, load_calibration, split_file_samples, synthetic_split
-from vpuc.compiler.quantize.data import MIN_SYNTHETIC_HELD_OUT
+from vpuc.compiler.quantize.calibration.data import MIN_SYNTHETIC_HELD_OUT
 
 SPECS = [TensorSpec("input", (1, 3, 4, 4), "float32"), TensorSpec("mask", (1, 4), "int64")]
 
@@ -66,7 +66,7 @@ def test_synthetic_token_ids_stay_inside_the_gather_tables():
     """The sentence encoder's ids index a 2048-row word table and a 2-row type table; its
     mask is a padding mask. Ids are spread over the table (not all 0, as they once were)."""
     from vpuc.compiler.frontend import import_model
-    from vpuc.compiler.quantize.data import gather_table_sizes, synthetic_calibration
+    from vpuc.compiler.quantize.calibration.data import gather_table_sizes, synthetic_calibration
     from vpuc.examples import sentence_encoder
 
     imported = import_model(sentence_encoder.sentence_encoder(layers=1))

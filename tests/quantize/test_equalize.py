@@ -1,4 +1,4 @@
-"""Cross-layer equalisation (compiler/quantize/equalize.py): which chains it takes, what it
+"""Cross-layer equalisation (compiler/quantize/transforms/equalize.py): which chains it takes, what it
 rewrites (Before/Expected), the balance it promises, and that the float model still computes
 what onnxruntime computes on the original ONNX model."""
 
@@ -11,8 +11,8 @@ from quantize_testing import optimised
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from vpuc.compiler.quantize import equalize
 from vpuc.compiler.quantize.bindings import BindingView
+from vpuc.compiler.quantize.transforms import equalize
 
 RNG = np.random.default_rng(3)
 W1 = (RNG.standard_normal((4, 1, 1, 3)) * np.array([0.1, 1.0, 5.0, 0.5])[:, None, None, None]).astype(

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vpuc.compiler.quantize.histogram import TensorStats
-from vpuc.compiler.quantize.metrics import SQNR_CAP_DB, cosine, sqnr_db, top1_agreement
+from vpuc.compiler.quantize.calibration.histogram import TensorStats
+from vpuc.compiler.quantize.calibration.ranges import kl_threshold, tensor_range
+from vpuc.compiler.quantize.measurement.metrics import SQNR_CAP_DB, cosine, sqnr_db, top1_agreement
 from vpuc.compiler.quantize.params import (
     activation_params,
     bias_scale,
@@ -17,7 +18,6 @@ from vpuc.compiler.quantize.params import (
     quantize_values,
     quantize_weight,
 )
-from vpuc.compiler.quantize.ranges import kl_threshold, tensor_range
 
 
 @settings(max_examples=30, deadline=None)

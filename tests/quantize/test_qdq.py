@@ -18,7 +18,7 @@ from vpuc.compiler import compat
 from vpuc.compiler.frontend import import_model
 from vpuc.compiler.quantize import QDQError, check_qdq_onnx, clean_qdq, quantize_qdq, synthetic_calibration
 from vpuc.compiler.quantize.bindings import DEQUANTIZE, QUANTIZE, BindingView
-from vpuc.compiler.quantize.qdq_strip import is_requantize
+from vpuc.compiler.quantize.qdq.strip import is_requantize
 from vpuc.examples import zoo
 
 SAMPLES = 12

@@ -11,7 +11,7 @@ from vpuc.compiler.partition import Placement, partition_for_vpu
 from vpuc.compiler.partition.graph import Composite
 from vpuc.compiler.quantize.params import activation_params, bias_scale, quantize_bias, quantize_weight
 from vpuc.compiler.quantize.plan import plan_quantization
-from vpuc.compiler.quantize.realize import realize
+from vpuc.compiler.quantize.transforms.realize import realize
 from vpuc.targets import load_target
 
 RNG = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""SmoothQuant (compiler/quantize/smoothquant.py): the rewrite (Before/Expected), the balance
+"""SmoothQuant (compiler/quantize/transforms/smoothquant.py): the rewrite (Before/Expected), the balance
 it promises, and that the float model still computes what onnxruntime computes."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 from vpuc.compiler.partition import partition_for_vpu
-from vpuc.compiler.quantize import smoothquant
 from vpuc.compiler.quantize.bindings import BindingView
 from vpuc.compiler.quantize.plan import CompositePlan, QuantPlan, plan_quantization
+from vpuc.compiler.quantize.transforms import smoothquant
 from vpuc.examples import zoo
 from vpuc.targets import load_target
 

@@ -12,7 +12,7 @@ import tvm.s_tir as s_tir
 from onnx import TensorProto, helper
 from tvm import te, tirx
 
-from compiler.tune.defaults import NO_VECTOR_INTRINSICS
+from vpuc.compiler.host.defaults import NO_VECTOR_INTRINSICS
 
 FLOAT_INTRINSICS = [
     "exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",

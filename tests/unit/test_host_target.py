@@ -8,7 +8,7 @@ import json
 import pytest
 
 from vpuc.compiler import compat, compile_model
-from vpuc.compiler.tune.host import resolve_host_target
+from vpuc.compiler.host.target import resolve_host_target
 from vpuc.examples import zoo
 from vpuc.runtime.artifact import ArtifactError
 from vpuc.runtime.host_check import check_host_target, this_machine

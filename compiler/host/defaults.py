@@ -1,0 +1,210 @@
+"""Default schedules: what every host kernel gets when no tuning record covers it.
+
+After LegalizeOps + FuseOps + FuseTIR (compiler/host/tasks.py) each host kernel is a TIR
+PrimFunc whose loops run in the order the op was written, one scalar at a time, on one
+core. TVM 0.27 has no CPU schedule that fits them (dlight's CPU rules cover GEMV and
+row reductions only, and measured slower than none on the zoo; MetaSchedule's design space
+has no default point: one random sample gave a wrong attention kernel and 1-5x either way,
+docs/tuning.md). So each top-level block of a kernel gets one fixed, legal schedule:
+
+    reduction block (conv, matmul, pooling, mean, softmax sums, ...):
+        spatial loops  ->  [outer tiles, fused, parallel] [reductions] [reg (unrolled)] [vec]
+        vec  the innermost spatial axis (contiguous in the output), split by the vector
+             width of the target's CPU (8 float32 lanes with AVX2)
+        reg  the spatial axis that indexes the fewest inputs (a conv's output channel,
+             a matmul's row), split by up to 8: reg x vec accumulators stay in registers
+             (cache_write "local" at the tile, written back with the elementwise epilogue
+             inlined: bias, relu, ... cost no extra pass over memory)
+    spatial block (elementwise, pad, transpose, ...):
+        innermost loop vectorised when its extent allows, outer loops fused and parallel
+
+Loops run in parallel only where the work amortises a thread-pool launch (see
+PARALLEL_MIN_MACS for what was measured). Every step is a
+TVM schedule primitive, which checks its own legality; a block that refuses one keeps its
+loops as they were.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tvm
+from tvm import s_tir, tirx
+
+REG_TILE_MAX = 8
+# Parallel loops only for big kernels. Measured on the shared 2-core machine: resnet_mini
+# 0.60 ms single-threaded, 7.2 ms with its 3x3 convs over 2 threads (TVM's thread pool
+# spins at its barrier while other processes hold the cores); no zoo kernel reaches these.
+PARALLEL_MIN_MACS = 1 << 24  # a reduction block runs in parallel from this many MACs
+PARALLEL_MIN_ELEMENTS = 1 << 22  # a spatial block from this many elements
+UNROLL_MAX_STEPS = 16  # pragma_auto_unroll_max_step on scheduled loop nests
+
+DATA_PAR, COMM_REDUCE = 0, 2  # tirx.IterVar kinds
+# Intrinsics TVM 0.27's LLVM backend cannot lower once vectorised ("unknown intrinsic
+# tirx.sinh"; tests/unit/test_default_schedule.py finds them by trying every float
+# intrinsic): a kernel calling one keeps TVM's own (scalar) form.
+NO_VECTOR_INTRINSICS = re.compile(r"\bT\.(sinh|cosh)\(")
+# What a schedule primitive raises when it refuses (ScheduleError is a RuntimeError).
+SCHEDULE_ERRORS = (RuntimeError, ValueError)
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    vector_lanes: int  # float32 lanes of the target's widest vector register
+    num_cores: int
+
+
+def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.PrimFunc:
+    """`func` with the default schedule applied to each top-level block it accepts."""
+    if NO_VECTOR_INTRINSICS.search(func.script()):
+        return func.with_attr("tirx.is_scheduled", True)
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    for name in names:
+        try:
+            block = sch.get_sblock(name)
+        except SCHEDULE_ERRORS:
+            continue  # inlined into an earlier block's write-back
+        stmt = sch.get(block)
+        if any(str(region.source.dtype) == "bool" for region in [*stmt.reads, *stmt.writes]):
+            # vectorised bools break TVM 0.27's LLVM codegen (an invalid `and <6 x i1>`) or,
+            # worse, compute wrong values (IsInf in Mod's infinity fix): found by ONNX's node
+            # tests (isinf_negative, mod_float_edge_cases_*); such blocks stay as written
+            continue
+        kinds = [int(iv.iter_type) for iv in stmt.iter_vars]
+        if len(sch.get_loops(block)) != len(kinds):
+            continue  # already placed under another block's loops
+        trial = sch.copy()
+        try:
+            if COMM_REDUCE in kinds and DATA_PAR in kinds:
+                _schedule_reduction(trial, trial.get_sblock(name), kinds, options)
+            elif all(kind == DATA_PAR for kind in kinds):
+                _schedule_spatial(trial, trial.get_sblock(name), options)
+            else:
+                continue  # a full reduction to a scalar (DynamicQuantizeLinear's min/max): TVM's own form
+        except SCHEDULE_ERRORS:
+            continue
+        sch = trial
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+
+
+def _extent(sch: s_tir.Schedule, loop) -> int:
+    return int(sch.get(loop).extent)
+
+
+def _largest_divisor(extent: int, limit: int) -> int:
+    return max(d for d in range(1, min(extent, limit) + 1) if extent % d == 0)
+
+
+def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: ScheduleOptions) -> None:
+    loops = sch.get_loops(block)
+    spatial = [i for i, kind in enumerate(kinds) if kind == DATA_PAR]
+    reduce = [loops[i] for i, kind in enumerate(kinds) if kind == COMM_REDUCE]
+    extents = [_extent(sch, loop) for loop in loops]
+    macs = 1
+    for extent in extents:
+        macs *= extent
+    live = [i for i in spatial if extents[i] > 1]
+    vec_axis = live[-1] if live else None
+    reg_axis = _register_axis(sch, block, [i for i in live if i != vec_axis], vec_axis)
+
+    outer, inner_reg, inner_vec = [], [], []
+    for i in spatial:
+        if i == vec_axis:
+            factor = _largest_divisor(extents[i], options.vector_lanes)
+            # No other axis to tile (a GEMV): several vectors of this one share each load
+            # of the other input and use whole cache lines of the weights.
+            reg = _largest_divisor(extents[i] // factor, REG_TILE_MAX) if reg_axis is None else 1
+            vo, vr, vi = sch.split(loops[i], [None, reg, factor])
+            outer.append(vo)
+            inner_reg.append(vr)
+            inner_vec.append(vi)
+        elif i == reg_axis:
+            factor = _largest_divisor(extents[i], REG_TILE_MAX)
+            ro, ri = sch.split(loops[i], [None, factor])
+            outer.append(ro)
+            inner_reg.append(ri)
+        else:
+            outer.append(loops[i])
+    sch.reorder(*outer, *reduce, *inner_reg, *inner_vec)
+    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+
+    write_back = sch.cache_write(block, 0, "local")
+    _inline_epilogue(sch, write_back)
+    sch.reverse_compute_at(write_back, fused, preserve_unit_loops=True)
+    for loop in inner_reg:
+        sch.unroll(loop)
+    for loop in inner_vec:
+        sch.vectorize(loop)
+    _vectorize_innermost(sch, write_back, options)
+    sch.annotate(fused, "pragma_auto_unroll_max_step", UNROLL_MAX_STEPS)
+    sch.annotate(fused, "pragma_unroll_explicit", 1)
+    if macs >= PARALLEL_MIN_MACS and options.num_cores > 1 and _extent(sch, fused) > 1:
+        sch.parallel(fused)
+    if reduce:  # last: vectorize and parallel need the block with its init
+        init = sch.decompose_reduction(block, reduce[0])
+        _vectorize_innermost(sch, init, options)
+
+
+def _register_axis(sch: s_tir.Schedule, block, candidates: list[int], vec_axis: int | None) -> int | None:
+    """The spatial axis that indexes fewest of the inputs the vector axis indexes (ties:
+    the innermost): a conv's output channel, a matmul's row. Its register tile reuses each
+    vector load of those inputs."""
+    if not candidates:
+        return None
+    stmt = sch.get(block)
+    names = [iv.var.name for iv in stmt.iter_vars]
+    vec_name = names[vec_axis] if vec_axis is not None else None
+    shared = {i: 0 for i in candidates}
+    for region in stmt.reads:
+        used = set()
+        for rng in region.region:
+            used |= {v.name for v in tirx.analysis.undefined_vars(rng.min)}
+        if vec_name is None or vec_name in used:
+            for i in candidates:
+                shared[i] += names[i] in used
+    return min(reversed(candidates), key=lambda i: shared[i])
+
+
+def _inline_epilogue(sch: s_tir.Schedule, write_back) -> None:
+    """Fold elementwise consumers (bias add, relu, ...) into the tile's write-back."""
+    while True:
+        consumers = sch.get_consumers(write_back)
+        if len(consumers) != 1:
+            return
+        consumer = consumers[0]
+        if any(int(iv.iter_type) != DATA_PAR for iv in sch.get(consumer).iter_vars):
+            return
+        try:
+            sch.reverse_compute_inline(consumer)
+        except SCHEDULE_ERRORS:
+            return
+
+
+def _vectorize_innermost(sch: s_tir.Schedule, block, options: ScheduleOptions) -> None:
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    extent = _extent(sch, loops[-1])
+    factor = _largest_divisor(extent, options.vector_lanes)
+    if factor > 1:
+        if factor < extent:
+            _, inner = sch.split(loops[-1], [None, factor])
+            sch.vectorize(inner)
+        else:
+            sch.vectorize(loops[-1])
+
+
+def _schedule_spatial(sch: s_tir.Schedule, block, options: ScheduleOptions) -> None:
+    loops = sch.get_loops(block)
+    elements = 1
+    for loop in loops:
+        elements *= _extent(sch, loop)
+    _vectorize_innermost(sch, block, options)
+    loops = sch.get_loops(block)
+    vector = sch.get(loops[-1]).kind == tirx.ForKind.VECTORIZED
+    outer = loops[:-1] if vector else loops
+    if elements >= PARALLEL_MIN_ELEMENTS and options.num_cores > 1 and len(outer) >= 1:
+        fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+        sch.parallel(fused)

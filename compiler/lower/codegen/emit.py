@@ -1,0 +1,241 @@
+"""Emission: a Subgraph becomes a VpuProgram (instructions, weight blob, DRAM map, figures).
+
+    place tensors (residency.py) -> plan every layer (tiling.py) -> allocate SRAM and DRAM
+    (memory.py) -> resolve every event's addresses -> order and synchronise (sync.py)
+
+The first attempt keeps each layer's buffers apart from the next layer's (their lifetimes
+overlap by one layer), so a layer's first loads never wait for the previous layer's last
+reads of the same bytes; when the greedy SRAM allocation cannot fit that, buffers may share
+bytes with their neighbours' (the tokens order them), and then the layers are planned again
+with smaller budgets.
+Layer ids are op positions + 1; their names are the ONNX nodes the partition report uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.memory import AllocationError, allocate_sram, constant_bytes, layout_dram
+from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Storage
+from vpuc.compiler.lower.codegen.residency import Placement, place
+from vpuc.compiler.lower.codegen.sync import synchronise
+from vpuc.compiler.lower.codegen.tiling import Context, Events, min_working_set, plan_op
+from vpuc.compiler.lower.errors import LowerError
+from vpuc.targets import Target
+from vpuc.targets.isa.asm import disassemble
+from vpuc.targets.isa.formats import End, Instruction, IsaError
+from vpuc.targets.isa.program import Program
+
+ATTEMPTS = (
+    (1.0, True),
+    (1.0, False),
+    (0.8, False),
+    (0.6, False),
+    (0.4, False),
+    (0.25, False),
+)  # (budget factor, apart)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A subgraph input or output: where the runtime puts or finds it in DRAM."""
+
+    name: str
+    shape: tuple[int, ...]
+    scale: float
+    zero_point: int
+    dram_address: int
+    layout: str  # "NHWC" (as the Relax shape says) or "NCHW" (transposed by the program's DMA)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "shape": list(self.shape),
+            "dtype": "int8",
+            "layout": self.layout,
+            "quantization": {"scale": self.scale, "zero_point": self.zero_point},
+            "dram_address": self.dram_address,
+        }
+
+
+@dataclass
+class VpuProgram:
+    """One lowered subgraph."""
+
+    symbol: str
+    index: int
+    program: Program
+    blob: bytes
+    dram_bytes: int
+    inputs: list[Binding]
+    outputs: list[Binding]
+    layers: list[dict[str, Any]]
+    estimate: dict[str, Any]
+    dram_map: list[dict[str, Any]] = field(default_factory=list)
+
+    def assembly(self) -> str:
+        return disassemble(self.program)
+
+
+def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
+    """The program of one subgraph; LowerError names the layer that cannot be lowered."""
+    hw = target.hardware
+    placement = place(subgraph, hw.sram_bytes, lambda op, p: min_working_set(op, p, target))
+    failure = None
+    for factor, apart in ATTEMPTS:
+        plans = _plan_layers(subgraph, placement, target, factor)
+        buffers = [b for plan in plans for b in plan.buffers]
+        if apart:
+            for b in buffers:
+                b.last = b.last + 1
+        try:
+            sram_peak = allocate_sram(list(placement.storages.values()), buffers, hw.sram_bytes)
+            break
+        except AllocationError as exc:
+            failure = exc
+    else:
+        raise LowerError(
+            f"{subgraph.symbol}: its layers do not fit SRAM ({hw.sram_bytes} bytes) together: {failure}"
+        )
+    return _emit(subgraph, placement, plans, target, sram_peak)
+
+
+def _plan_layers(subgraph, placement: Placement, target: Target, factor: float) -> list[OpPlan]:
+    """Each layer planned with the SRAM the resident tensors leave it (times `factor`); the
+    room left beside the previous layer's buffers decides whether its weights prefetch."""
+    plans, key, room = [], 0.0, 0
+    sram = target.hardware.sram_bytes
+    for index, op in enumerate(subgraph.ops):
+        budget = int((sram - placement.resident_bytes_at(index)) * factor)
+        context = Context(target, placement, index, budget, key, prefetch_room=room)
+        try:
+            plan = plan_op(op, context, subgraph.constants)
+        except LowerError as exc:
+            raise LowerError(str(exc), exc.members or op.members) from None
+        plans.append(plan)
+        key = max([key, *(e.key for e in plan.events)]) + 2
+        live_here = sum(b.nbytes for b in plan.buffers)
+        room = max(
+            0,
+            int(
+                (sram - max(placement.resident_bytes_at(index), placement.resident_bytes_at(index + 1)))
+                * factor
+            )
+            - live_here,
+        )
+    return plans
+
+
+def _emit(subgraph, placement: Placement, plans: list[OpPlan], target: Target, sram_peak: int) -> VpuProgram:
+    storages = dict(placement.storages)
+    blob_parts = {name: constant_bytes(array) for name, array in subgraph.constants.items()}
+    for plan in plans:
+        for name, data in plan.blob:
+            storages[name] = Storage(name, len(data), "dram", -1, len(subgraph.ops), "constant")
+            blob_parts[name] = data
+    dram = layout_dram(list(storages.values()), blob_parts)
+    buffers = {b.name: b for plan in plans for b in plan.buffers}
+    resolve = _resolver(storages, buffers)
+    instructions, keys = [], []
+    for plan in plans:
+        for event in plan.events:
+            for spec in event.specs:
+                try:
+                    instructions.append(spec.build(resolve, layer=plan.index + 1))
+                except IsaError as exc:
+                    raise LowerError(f"layer '{plan.op.name}': {exc}", plan.op.members) from None
+                keys.append(event.key)
+    ordered = synchronise(instructions, keys, target.numerics.requant)
+    names = {plan.index + 1: plan.op.name for plan in plans}
+    program = Program((*ordered, End()), names, source=subgraph.symbol)
+    layers, estimate = _figures(subgraph, placement, plans, target, sram_peak)
+    return VpuProgram(
+        symbol=subgraph.symbol,
+        index=subgraph.index,
+        program=program,
+        blob=dram.blob,
+        dram_bytes=dram.size,
+        inputs=[_binding(subgraph, storages, placement, n) for n in subgraph.inputs],
+        outputs=[_binding(subgraph, storages, placement, n) for n in subgraph.outputs],
+        layers=layers,
+        estimate=estimate,
+        dram_map=_dram_map(storages),
+    )
+
+
+def _resolver(storages: dict[str, Storage], buffers: dict[str, Buffer]):
+    def resolve(addr: Addr) -> int:
+        if addr.base in buffers:
+            buf = buffers[addr.base]
+            return buf.address + addr.slot * buf.slot_bytes + addr.offset
+        return storages[addr.base].address + addr.offset
+
+    return resolve
+
+
+def _binding(subgraph, storages, placement: Placement, name: str) -> Binding:
+    spec = subgraph.tensors[name]
+    view = placement.views[name]
+    storage = storages[view.storage]
+    if view.offset or storage.home != "dram":
+        raise LowerError(f"{subgraph.symbol}: tensor '{name}' is not a whole DRAM tensor")
+    if view.nchw:  # the host hands it over channels-first
+        n, h, w, c = spec.shape
+        return Binding(name, (n, c, h, w), spec.q.scale, spec.q.zero_point, storage.address, "NCHW")
+    return Binding(name, spec.shape, spec.q.scale, spec.q.zero_point, storage.address, "NHWC")
+
+
+def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak: int):
+    """Per layer and subgraph: estimated cycles (the events on one clock), MACs, DRAM bytes."""
+    clock = Clock()
+    layers = []
+    for plan in plans:
+        events = Events(Context(target, placement, plan.index, 0), list(plan.events))
+        before = clock.now
+        events.estimate(clock, plan.op.output)
+        if not plan.events:  # a view: ready when its source is
+            clock.ready[plan.op.output] = max((clock.ready.get(t, 0) for t in plan.op.inputs), default=0)
+        layers.append(
+            {
+                "id": plan.index + 1,
+                "name": plan.op.name,
+                "op": plan.op.kind,
+                "nodes": list(plan.op.nodes),
+                "macs": plan.macs,
+                "estimate_cycles": clock.now - before,
+                "dram_read_bytes": plan.dram_read_bytes,
+                "dram_write_bytes": plan.dram_write_bytes,
+                "tiling": plan.choice,
+            }
+        )
+    weights = sum(len(data) for plan in plans for _, data in plan.blob) + sum(
+        a.size for a in subgraph.constants.values()
+    )
+    macs = sum(plan.macs for plan in plans)
+    hw = target.hardware
+    return layers, {
+        "cycles": clock.now,
+        "macs": macs,
+        "mac_utilization": macs / max(1, clock.now * hw.mac_rows * hw.mac_cols),
+        "dram_read_bytes": sum(p.dram_read_bytes for p in plans),
+        "dram_write_bytes": sum(p.dram_write_bytes for p in plans),
+        "weight_bytes": weights,
+        "sram_peak_bytes": sram_peak,
+        "spilled_tensors": list(placement.spilled),
+    }
+
+
+def _dram_map(storages: dict[str, Storage]) -> list[dict[str, Any]]:
+    rows = [
+        {"name": s.name, "role": s.role, "address": s.address, "bytes": s.nbytes}
+        for s in storages.values()
+        if s.home == "dram"
+    ]
+    return sorted(rows, key=lambda r: r["address"])
+
+
+def as_instructions(program: VpuProgram) -> list[Instruction]:
+    return list(program.program.instructions)

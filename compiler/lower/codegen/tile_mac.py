@@ -1,0 +1,426 @@
+"""Tiling of the MAC array's layers: convolution (grouped, depthwise) and dense (a 1x1
+convolution over an M x 1 image); the matrix product of two activations is tile_matmul.py.
+
+A conv tile is (image, a band of output rows, a chunk of output channels). Its input band
+(the rows the band reads, halo included) comes from the resident tensor in SRAM or is
+loaded from DRAM; its weights are resident for the whole layer when they fit, else
+streamed chunk by chunk; the int32 accumulators go through the requantisation (bias,
+per-channel multipliers, fused activation) straight into the output's resident SRAM or a
+staging slot that is stored to DRAM. Input channels are split (the accumulate flag) only
+when one chunk's weights would not fit otherwise. Weights are packed once, in the order the
+array reads them: per chunk (and input step) a contiguous block [weights | bias | params].
+
+Choices: rows per tile, output channels per tile, weights resident or streamed, and the
+loop order when both are streamed (rows outer: weights re-read per band; chunks outer: the
+input re-read per chunk); the estimate picks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import transfer
+from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
+from vpuc.compiler.lower.codegen.tiling import (
+    Context,
+    Events,
+    band_options,
+    bands,
+    buffer,
+    count_dram,
+    halo,
+    working_set,
+)
+from vpuc.compiler.lower.errors import LowerError
+from vpuc.targets.isa.formats import Conv, Opcode, Requant
+from vpuc.targets.isa.params import pack_requant_params, requant_param_bytes
+
+
+@dataclass(frozen=True)
+class MacShape:
+    """A conv or dense layer as the array sees it (dense: n=1, h=M, w=1, 1x1 kernel)."""
+
+    n: int
+    h: int
+    w: int
+    cin: int
+    oh: int
+    ow: int
+    cout: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    pads: tuple[int, int, int, int]  # top, left, bottom, right
+    groups: int
+
+    @property
+    def cin_g(self) -> int:
+        return self.cin // self.groups
+
+    @property
+    def cout_g(self) -> int:
+        return self.cout // self.groups
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Output channels [o0, o1), accumulated over input channel steps; `groups` of them."""
+
+    out: tuple[int, int]
+    steps: tuple[tuple[int, int], ...]
+    groups: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    band: int  # output rows per tile
+    chunk: int  # output channels per tile (groups per tile when grouped)
+    cin: int  # input channels per accumulation step
+    whole: bool  # weights resident for the whole layer
+    order: str  # "rows" (bands outer) or "chunks"
+
+
+def shape_of(op: vops.Conv | vops.Dense, ctx: Context) -> MacShape:
+    n, h, w, cin = ctx.view(op.inputs[0]).shape
+    _, oh, ow, cout = ctx.view(op.output).shape
+    if isinstance(op, vops.Dense):
+        return MacShape(1, n * h * w, 1, cin, n * oh * ow, 1, cout, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1)
+    return MacShape(n, h, w, cin, oh, ow, cout, op.kernel, op.strides, op.dilation, op.padding, op.groups)
+
+
+def rows_view(view: View) -> View:
+    """A dense layer's (N, H, W, K) view as the (1, N*H*W, 1, K) image shape_of gives it: a
+    band of M rows is then a band of the view's rows. Without it a view with W > 1 (a MatMul
+    on a [1, 1, 5, K] tensor) moved every band W times too wide (found by tests/fuzz,
+    regression case vpu-cd892ec895)."""
+    n, h, w, c = view.shape
+    if view.nchw and h * w > 1 and c > 1:  # (with one channel, or one pixel, the bytes agree)
+        raise LowerError("dense layer or matrix product on a channels-first view (not yet)")
+    return replace(view, shape=(1, n * h * w, 1, c), nchw=False)
+
+
+def weights_ohwi(op: vops.Conv | vops.Dense) -> np.ndarray:
+    if isinstance(op, vops.Dense):
+        return op.weights.reshape(op.weights.shape[0], 1, 1, op.weights.shape[1])
+    return op.weights
+
+
+def chunks(shape: MacShape, choice: Choice) -> list[Chunk]:
+    if shape.groups == 1:
+        steps = tuple((c, min(shape.cin, c + choice.cin)) for c in range(0, shape.cin, choice.cin))
+        return [
+            Chunk((o, min(shape.cout, o + choice.chunk)), steps, 1)
+            for o in range(0, shape.cout, choice.chunk)
+        ]
+    found = []
+    for g in range(0, shape.groups, choice.chunk):
+        g1 = min(shape.groups, g + choice.chunk)
+        found.append(
+            Chunk((g * shape.cout_g, g1 * shape.cout_g), ((g * shape.cin_g, g1 * shape.cin_g),), g1 - g)
+        )
+    return found
+
+
+def _block_bytes(
+    shape: MacShape, chunk: Chunk, step: tuple[int, int], last: bool, mode: str
+) -> tuple[int, int]:
+    """(weights bytes padded to 4, whole block bytes) of one weight block."""
+    o = chunk.out[1] - chunk.out[0]
+    cin = (step[1] - step[0]) if shape.groups == 1 else shape.cin_g
+    w_bytes = -(-(o * shape.kernel[0] * shape.kernel[1] * cin) // 4) * 4
+    return w_bytes, w_bytes + (4 * o + requant_param_bytes(mode, o) if last else 0)
+
+
+def _in_rows(shape: MacShape, band: int) -> int:
+    return min(shape.h, (band - 1) * shape.strides[0] + (shape.kernel[0] - 1) * shape.dilation[0] + 1)
+
+
+def _buffers(shape: MacShape, choice: Choice, ctx: Context, x_dram: bool, y_dram: bool, tiles: int) -> dict:
+    mode = ctx.target.numerics.requant
+    parts = chunks(shape, choice)
+    blocks = [
+        _block_bytes(shape, c, s, k == len(c.steps) - 1, mode)[1]
+        for c in parts
+        for k, s in enumerate(c.steps)
+    ]
+    out_c = max(c.out[1] - c.out[0] for c in parts)
+    in_c = max(s[1] - s[0] for c in parts for s in c.steps)
+    rows = min(choice.band, shape.oh)
+    found = {}
+    if choice.whole:
+        found["w"] = buffer(ctx, "w", sum(blocks), 1, prefetch=True)
+    else:
+        found["w"] = buffer(ctx, "w", max(blocks), 2 if len(blocks) > 1 else 1)
+    if x_dram:
+        loads = tiles * max(len(c.steps) for c in parts)
+        found["in"] = buffer(ctx, "in", _in_rows(shape, rows) * shape.w * in_c, 2 if loads > 1 else 1)
+    found["acc"] = buffer(ctx, "acc", rows * shape.ow * out_c * 4, 2 if tiles > 1 else 1)
+    if y_dram:
+        found["out"] = buffer(ctx, "out", rows * shape.ow * out_c, 2 if tiles > 1 else 1)
+    return found
+
+
+def _choices(shape: MacShape, ctx: Context) -> list[list[Choice]]:
+    """Choices grouped by input channels per step, whole first: a split of the input
+    channels (accumulated in int32) is tried only when no choice with all of them fits."""
+    hw = ctx.hw
+    if shape.groups == 1:
+        chunk_sizes = [shape.cout] + [hw.mac_cols * k for k in (8, 4, 2, 1) if hw.mac_cols * k < shape.cout]
+        cin_sizes = [shape.cin] + [
+            hw.mac_rows * k for k in (64, 16, 8, 4, 2, 1) if hw.mac_rows * k < shape.cin
+        ]
+    else:
+        unit = max(1, min(shape.groups, hw.mac_rows // shape.cin_g, hw.mac_cols // max(shape.cout_g, 1)))
+        chunk_sizes = [shape.groups] + [unit * k for k in (8, 4, 2, 1) if unit * k < shape.groups]
+        cin_sizes = [shape.cin]
+    return [
+        [
+            Choice(band, chunk, cin, whole, order)
+            for chunk in chunk_sizes
+            for whole in (True, False)
+            for order in ("rows", "chunks")
+            for band in band_options(shape.oh)
+        ]
+        for cin in cin_sizes
+    ]
+
+
+def plan_mac(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
+    shape = shape_of(op, ctx)
+    x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    best = None
+    for group in _choices(shape, ctx):
+        for choice in group:
+            if choice.order == "chunks" and (choice.whole or not x_dram):
+                continue
+            tiles = _tile_count(shape, choice)
+            if working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, tiles).values())) > ctx.budget:
+                continue
+            plan, events = build_mac(op, ctx, shape, choice)
+            cycles = events.estimate(Clock())
+            score = (cycles, plan.dram_read_bytes + plan.dram_write_bytes)
+            if best is None or score < best[0]:
+                best = (score, choice)
+        if best is not None:
+            break
+    if best is None:
+        raise LowerError(f"layer '{op.name}': no tiling fits the {ctx.budget} bytes of SRAM left for it")
+    plan, events = build_mac(op, ctx, shape, best[1])
+    return events.finish(plan)
+
+
+def _tile_count(shape: MacShape, choice: Choice) -> int:
+    return shape.n * -(-shape.oh // choice.band) * len(chunks(shape, choice))
+
+
+def min_mac_bytes(op: vops.Conv | vops.Dense, ctx: Context) -> int:
+    """One output row, one array-wide chunk of channels and of input channels."""
+    shape = shape_of(op, ctx)
+    hw = ctx.hw
+    if shape.groups == 1:
+        choice = Choice(1, min(shape.cout, hw.mac_cols), min(shape.cin, hw.mac_rows), False, "rows")
+    else:
+        unit = max(1, min(shape.groups, hw.mac_rows // shape.cin_g, hw.mac_cols // max(shape.cout_g, 1)))
+        choice = Choice(1, min(unit, shape.groups), shape.cin, False, "rows")
+    x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    return working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, 2).values()))
+
+
+def _tiles(shape: MacShape, choice: Choice, parts: list[Chunk]):
+    band_list = bands(shape.oh, choice.band)
+    if choice.order == "rows":
+        return [(n, b, j) for n in range(shape.n) for b in band_list for j in range(len(parts))]
+    return [(n, b, j) for j in range(len(parts)) for n in range(shape.n) for b in band_list]
+
+
+def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice: Choice):
+    """The plan and events of one choice; the weight blob in the plan."""
+    mode = ctx.target.numerics.requant
+    x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
+    if isinstance(op, vops.Dense):  # its M rows are the pixels of the view, in order
+        x_view, y_view = rows_view(x_view), rows_view(y_view)
+    x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    parts = chunks(shape, choice)
+    tile_list = _tiles(shape, choice, parts)
+    bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list))
+    blob_name = f"blob{ctx.index}.weights"
+    blocks, blob = _pack(op, shape, parts, mode, blob_name)
+    plan = OpPlan(op, ctx.index, list(bufs.values()), choice=_describe(choice, shape, parts), blob=blob)
+    plan.macs = shape.n * shape.oh * shape.ow * shape.cout * shape.kernel[0] * shape.kernel[1] * shape.cin_g
+    ev = Events(ctx)
+    w_buf = bufs["w"]
+    if choice.whole:
+        total = sum(b[2] for b in blocks.values())
+        ev.add(
+            "weights",
+            [transfer.contiguous(Opcode.LOAD, Addr(blob_name), Addr(w_buf.name), total)],
+            -1.5,
+            writes=[(w_buf.name, 0)],
+        )
+    step, current_in, current_w = 0, None, None
+    in_slot = w_slot = 0
+    (kh, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
+    for n, (r0, r1), j in tile_list:
+        chunk = parts[j]
+        i0, i1, pad_top, pad_bottom = halo((r0, r1), shape.h, kh, sh, dh, shape.pads[0])
+        acc_slot = ev.slot(bufs["acc"])
+        acc = Addr(bufs["acc"].name, 0, acc_slot)
+        for k, (c0, c1) in enumerate(chunk.steps):
+            last = k == len(chunk.steps) - 1
+            reads, tensors = [], []
+            if x_dram:
+                want = (n, i0, i1, c0, c1)
+                if want != current_in:
+                    in_slot = ev.slot(bufs["in"])
+                    specs = transfer.band(
+                        Opcode.LOAD, x_view, n, (i0, i1), (c0, c1), Addr(bufs["in"].name, 0, in_slot)
+                    )
+                    ev.add(
+                        "load", specs, step - 1, writes=[(bufs["in"].name, in_slot)], tensors=[op.inputs[0]]
+                    )
+                    current_in = want
+                src, src_stride = Addr(bufs["in"].name, 0, in_slot), 0
+                reads.append((bufs["in"].name, in_slot))
+            else:
+                src = ctx.storage_addr(x_view, x_view.pixel_offset(n, i0) - x_view.offset + c0)
+                src_stride = x_view.pixel_stride if x_view.pixel_stride != c1 - c0 else 0
+                tensors.append(op.inputs[0])
+            offset, _, block_bytes, bias_at, params_at = blocks[(j, k)]
+            if choice.whole:
+                weights = Addr(w_buf.name, offset)
+                reads.append((w_buf.name, 0))
+            else:
+                if current_w != (j, k):
+                    w_slot = ev.slot(w_buf)
+                    load = transfer.contiguous(
+                        Opcode.LOAD, Addr(blob_name, offset), Addr(w_buf.name, 0, w_slot), block_bytes
+                    )
+                    ev.add("weights", [load], step - 1, writes=[(w_buf.name, w_slot)])
+                    current_w = (j, k)
+                weights = Addr(w_buf.name, 0, w_slot)
+                reads.append((w_buf.name, w_slot))
+            fields = dict(
+                src=src,
+                weights=weights,
+                dst=acc,
+                in_h=i1 - i0,
+                in_w=shape.w,
+                in_c=c1 - c0,
+                out_c=chunk.out[1] - chunk.out[0],
+                kernel_h=kh,
+                kernel_w=kw,
+                stride_h=sh,
+                stride_w=sw,
+                dilation_h=dh,
+                dilation_w=dw,
+                pad_top=pad_top,
+                pad_bottom=pad_bottom,
+                pad_left=shape.pads[1],
+                pad_right=shape.pads[3],
+                groups=chunk.groups,
+                src_zp=op.in_q[0].zero_point,
+                with_bias=int(last),
+                accumulate=int(k > 0),
+                src_stride=src_stride,
+            )
+            if last:
+                fields["bias"] = weights + bias_at
+            accumulated = [(bufs["acc"].name, acc_slot)] if k else []
+            ev.add(
+                "compute",
+                [Spec(Conv, fields)],
+                step,
+                reads=reads + accumulated,
+                writes=[(bufs["acc"].name, acc_slot)],
+                tensors=tensors,
+            )
+            step += 1
+        params = weights + params_at
+        _requant(
+            ev,
+            op,
+            bufs,
+            acc_slot,
+            params,
+            y_view,
+            y_dram,
+            n,
+            (r0, r1),
+            chunk.out,
+            shape,
+            step - 1,
+            (w_buf.name, 0 if choice.whole else w_slot),
+        )
+    count_dram(plan, ev)
+    return plan, ev
+
+
+def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape, step, w_key) -> None:
+    (r0, r1), (o0, o1) = rows, out
+    channels = o1 - o0
+    reads = [(bufs["acc"].name, acc_slot), w_key]
+    requant = op.requant
+    fields = dict(
+        src=Addr(bufs["acc"].name, 0, acc_slot),
+        params=params,
+        pixels=(r1 - r0) * shape.ow,
+        channels=channels,
+        dst_zp=requant.zero_point,
+        clamp_min=requant.clamp[0],
+        clamp_max=requant.clamp[1],
+    )
+    if y_dram:
+        out_slot = ev.slot(bufs["out"])
+        fields["dst"] = Addr(bufs["out"].name, 0, out_slot)
+        ev.add(
+            "vector", [Spec(Requant, fields)], step + 0.5, reads=reads, writes=[(bufs["out"].name, out_slot)]
+        )
+        specs = transfer.band(
+            Opcode.STORE, y_view, n, (r0, r1), (o0, o1), Addr(bufs["out"].name, 0, out_slot)
+        )
+        ev.add("store", specs, step + 1, reads=[(bufs["out"].name, out_slot)])
+    else:
+        fields["dst"] = Addr(y_view.storage, y_view.pixel_offset(n, r0) + o0)
+        if y_view.pixel_stride != channels:
+            fields["dst_stride"] = y_view.pixel_stride
+        ev.add("vector", [Spec(Requant, fields)], step + 0.5, reads=reads)
+
+
+def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str):
+    """{(chunk, step): (offset, weight bytes, block bytes, bias offset, params offset)}, the
+    last two from the block's start, and the blob: every block contiguous, in (chunk, step)
+    order."""
+    weights = weights_ohwi(op)
+    blocks, pieces, offset = {}, [], 0
+    for j, chunk in enumerate(parts):
+        o0, o1 = chunk.out
+        for k, (c0, c1) in enumerate(chunk.steps):
+            last = k == len(chunk.steps) - 1
+            block = weights[o0:o1] if shape.groups > 1 else weights[o0:o1, :, :, c0:c1]
+            data = np.ascontiguousarray(block, dtype=np.int8).tobytes()
+            w_bytes, total = _block_bytes(shape, chunk, (c0, c1), last, mode)
+            data += bytes(w_bytes - len(data))
+            bias_at = params_at = w_bytes
+            if last:
+                data += np.ascontiguousarray(op.bias[o0:o1], dtype=np.int32).tobytes()
+                params_at = len(data)
+                data += pack_requant_params(mode, op.requant.multipliers[o0:o1])
+            assert len(data) == total
+            blocks[(j, k)] = (offset, w_bytes, total, bias_at, params_at)
+            pieces.append(data)
+            offset += total
+    return blocks, [(name, b"".join(pieces))]
+
+
+def _describe(choice: Choice, shape: MacShape, parts: list[Chunk]) -> dict:
+    return {
+        "rows_per_tile": min(choice.band, shape.oh),
+        "channels_per_tile": max(c.out[1] - c.out[0] for c in parts),
+        "input_channel_steps": max(len(c.steps) for c in parts),
+        "weights": "resident" if choice.whole else "streamed",
+        "loop": "bands outer" if choice.order == "rows" else "channel chunks outer",
+    }

@@ -1,0 +1,233 @@
+"""Tiling: what every layer's planner shares, and the dispatch to them.
+
+    tile_mac.py     conv, dense (a 1x1 conv), matmul of two activations
+    tile_vector.py  pools, add, mul, lookup tables, rescale
+
+A planner enumerates choices (rows per tile, channels per tile, loop order, whether the
+weights stay resident), keeps those whose working set fits the SRAM left by the resident
+tensors, builds each one's events and keeps the one the estimate (estimate.py) finds
+fastest, then the one that moves fewer DRAM bytes.
+
+`Events` builds a layer's events: each reads and writes (buffer, slot) pairs, so the
+dependencies between them follow from generation order (read after write, write after
+read and write); rings rotate their slots (double buffering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen.estimate import Clock, pipeline
+from vpuc.compiler.lower.codegen.plan import Addr, Buffer, Event, OpPlan, Spec, View
+from vpuc.compiler.lower.codegen.residency import Placement, aligned
+from vpuc.targets import Target
+from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.formats import Opcode, Unit
+
+UNIT_OF_OPCODE = {
+    Opcode.LOAD: Unit.DMA,
+    Opcode.STORE: Unit.DMA,
+    Opcode.CONV: Unit.MAC,
+    Opcode.MATMUL: Unit.MAC,
+}
+
+
+def spec_cycles(spec: Spec, target: Target) -> int:
+    """The cycles of one spec by the ISA's cost functions (addresses do not matter)."""
+    fields = {k: (0 if isinstance(v, Addr) else v) for k, v in spec.fields.items()}
+    fields.setdefault("opcode", spec.opcode)
+    defaults = {f: d for f, d in _defaults(spec.cls).items() if f not in fields}
+    return instruction_cycles(SimpleNamespace(**defaults, **fields), target.hardware)
+
+
+_DEFAULTS: dict[type, dict] = {}
+
+
+def _defaults(cls) -> dict:
+    if cls not in _DEFAULTS:
+        from dataclasses import MISSING, fields
+
+        _DEFAULTS[cls] = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+    return _DEFAULTS[cls]
+
+
+@dataclass
+class Context:
+    """What a planner reads: the target, the subgraph's placement and the SRAM it may use."""
+
+    target: Target
+    placement: Placement
+    index: int  # the op's position in the subgraph
+    budget: int  # SRAM bytes for this layer's buffers
+    key_base: float = 0.0
+    prefetch_room: int = 0  # SRAM bytes free while the layer before runs (for prefetches)
+
+    @property
+    def hw(self):
+        return self.target.hardware
+
+    def view(self, tensor: str) -> View:
+        return self.placement.views[tensor]
+
+    def in_dram(self, tensor: str) -> bool:
+        return self.placement.home(tensor) == "dram"
+
+    def storage_addr(self, view: View, offset: int) -> Addr:
+        return Addr(view.storage, view.offset + offset)
+
+
+@dataclass
+class Events:
+    """A layer's events under construction, with their (buffer, slot) reads and writes."""
+
+    ctx: Context
+    events: list[Event] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def slot(self, buffer: Buffer) -> int:
+        """The next slot of a ring (advances it)."""
+        count = self.counters.get(buffer.name, 0)
+        self.counters[buffer.name] = count + 1
+        return count % buffer.slots
+
+    def add(
+        self,
+        what: str,
+        specs: list[Spec],
+        key: float,
+        reads=(),
+        writes=(),
+        tensors=(),
+    ) -> int:
+        unit = UNIT_OF_OPCODE.get(specs[0].opcode, Unit.VEC)
+        cycles = sum(spec_cycles(s, self.ctx.target) for s in specs)
+        event = Event(
+            unit, specs, self.ctx.key_base + key, what, cycles, list(reads), list(writes), list(tensors)
+        )
+        self.events.append(event)
+        return len(self.events) - 1
+
+    def dependencies(self) -> list[list[int]]:
+        """For every event, the earlier events it must follow (RAW, WAR, WAW per slot)."""
+        last_write: dict[tuple[str, int], int] = {}
+        readers: dict[tuple[str, int], list[int]] = {}
+        deps: list[list[int]] = []
+        for i, event in enumerate(self.events):
+            found = set()
+            for key in event.reads:
+                if key in last_write:
+                    found.add(last_write[key])
+            for key in event.writes:
+                if key in last_write:
+                    found.add(last_write[key])
+                found.update(readers.get(key, ()))
+            for key in event.reads:
+                readers.setdefault(key, []).append(i)
+            for key in event.writes:
+                last_write[key] = i
+                readers[key] = []
+            deps.append(sorted(found))
+        return deps
+
+    def estimate(self, clock: Clock, output: str | None = None) -> int:
+        """Run the events on `clock` (advancing it); returns the layer's cycles."""
+        if not self.events:
+            return 0
+        start = clock.now
+        waits = [max((clock.ready.get(t, 0) for t in e.tensors), default=0) for e in self.events]
+        end = pipeline(
+            [e.unit for e in self.events],
+            [e.cycles for e in self.events],
+            [e.key for e in self.events],
+            self.dependencies(),
+            clock,
+            waits,
+        )
+        if output is not None:
+            clock.ready[output] = max(end)
+        return max(end) - start
+
+    def finish(self, plan: OpPlan) -> OpPlan:
+        plan.events = self.events
+        return plan
+
+
+def buffer(ctx: Context, role: str, slot_bytes: int, slots: int, prefetch: bool = False) -> Buffer:
+    """A working buffer of the current layer. A prefetched one (weights, a table) is live
+    from the layer before, when it fits beside that layer's buffers: its load then runs
+    while that layer computes."""
+    size = aligned(slot_bytes)
+    early = prefetch and ctx.index > 0 and size * slots <= ctx.prefetch_room
+    return Buffer(f"L{ctx.index}.{role}", size, slots, ctx.index - 1 if early else ctx.index, ctx.index)
+
+
+def count_dram(plan: OpPlan, ev: Events) -> None:
+    """Add the DRAM bytes of the plan's LOAD and STORE specs to its counters."""
+    for event in ev.events:
+        for spec in event.specs:
+            if spec.opcode in (Opcode.LOAD, Opcode.STORE):
+                f = spec.fields
+                nbytes = f["row_bytes"] * f.get("rows", 1) * f.get("planes", 1)
+                if spec.opcode == Opcode.LOAD:
+                    plan.dram_read_bytes += nbytes
+                else:
+                    plan.dram_write_bytes += nbytes
+
+
+def working_set(buffers: list[Buffer]) -> int:
+    return sum(b.nbytes for b in buffers)
+
+
+def plan_op(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
+    """The chosen plan of one op (LowerError when no choice fits)."""
+    from vpuc.compiler.lower.codegen import tile_mac, tile_matmul, tile_vector
+
+    if isinstance(op, vops.Conv | vops.Dense):
+        return tile_mac.plan_mac(op, ctx)
+    if isinstance(op, vops.Matmul):
+        return tile_matmul.plan_matmul(op, ctx)
+    if isinstance(op, vops.Concat | vops.Reshape):
+        return OpPlan(op, ctx.index, choice={"data movement": "none (views of one storage)"})
+    return tile_vector.plan_vector(op, ctx, constants)
+
+
+def min_working_set(op: vops.Op, placement: Placement, target: Target) -> int:
+    """The smallest SRAM a layer's buffers can take (one output row, the narrowest chunk)."""
+    from vpuc.compiler.lower.codegen import tile_mac, tile_matmul, tile_vector
+
+    ctx = Context(target, placement, placement.subgraph.ops.index(op), budget=1 << 62)
+    if isinstance(op, vops.Conv | vops.Dense):
+        return tile_mac.min_mac_bytes(op, ctx)
+    if isinstance(op, vops.Matmul):
+        return tile_matmul.min_matmul_bytes(op, ctx)
+    if isinstance(op, vops.Concat | vops.Reshape):
+        return 0
+    return tile_vector.min_vector_bytes(op, ctx)
+
+
+def halo(out_rows: tuple[int, int], size: int, kernel: int, stride: int, dilation: int, pad_before: int):
+    """Input rows [i0, i1) that output rows [r0, r1) read, and the padding they need above
+    and below: (i0, i1, pad_top, pad_bottom)."""
+    r0, r1 = out_rows
+    start = r0 * stride - pad_before
+    end = (r1 - 1) * stride - pad_before + (kernel - 1) * dilation + 1
+    i0, i1 = max(0, start), min(size, end)
+    return i0, i1, i0 - start, end - i1
+
+
+def bands(rows: int, per: int) -> list[tuple[int, int]]:
+    return [(r, min(rows, r + per)) for r in range(0, rows, per)]
+
+
+def band_options(rows: int) -> list[int]:
+    """Rows per tile to try: all, then halves down to one."""
+    options, per = [], rows
+    while per >= 1:
+        if per not in options:
+            options.append(per)
+        if per == 1:
+            break
+        per = max(1, -(-per // 2))
+    return options

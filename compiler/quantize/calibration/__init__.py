@@ -1,0 +1,1 @@
+"""Calibration: the samples, the observed statistics and the range each tensor gets."""

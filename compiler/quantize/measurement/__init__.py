@@ -1,0 +1,1 @@
+"""Measuring a quantised module: accuracy report, per-layer sensitivity, the accuracy floor."""

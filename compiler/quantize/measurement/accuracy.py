@@ -1,0 +1,143 @@
+"""The accuracy report: the quantised module against its float reference on held-out samples.
+
+    float observer + QDQ observer + held-out samples   ->   {"outputs": [...], "layers": [...]}
+
+Both modules run on TVM's VM (the QDQ module with ONNX QDQ semantics: dequantize, float op,
+quantize). `outputs` has one row per model output (metrics.py); `layers` has one row per
+quantised tensor in graph order: the SQNR of the int8 tensor, dequantised, against the float
+tensor it stands for, so the first row where the figure drops is where the error grows.
+A layer is named after the ONNX node that produced the tensor (a model input by its name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from vpuc.compiler.quantize.calibration.data import CalibrationData
+from vpuc.compiler.quantize.calibration.observe import Observer
+from vpuc.compiler.quantize.measurement.metrics import SQNR_CAP_DB, output_figures
+from vpuc.compiler.quantize.params import QParams
+
+
+@dataclass(frozen=True)
+class LayerProbe:
+    """One quantised tensor: where to read it in each module and how to dequantise it."""
+
+    name: str  # what the user reads: the ONNX node (or model input) of the tensor
+    float_tensor: str  # binding (or param) in the float reference
+    quantized: str  # the int8 binding in the QDQ module
+    params: QParams
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass
+class _Energy:
+    """Running sums for a streamed SQNR."""
+
+    signal: float = 0.0
+    noise: float = 0.0
+
+    def add(self, reference: np.ndarray, test: np.ndarray) -> None:
+        reference, test = reference.astype(np.float64), test.astype(np.float64)
+        self.signal += float(np.sum(reference**2))
+        self.noise += float(np.sum((reference - test) ** 2))
+
+    @property
+    def sqnr_db(self) -> float:
+        if self.noise == 0.0:
+            return SQNR_CAP_DB
+        if self.signal == 0.0:
+            return 0.0
+        return float(min(10.0 * np.log10(self.signal / self.noise), SQNR_CAP_DB))
+
+
+def evaluate(
+    reference: Observer,
+    quantized: Observer,
+    held_out: CalibrationData,
+    output_names: list[str],
+    probes: list[LayerProbe],
+) -> dict:
+    """The `accuracy` section of the compile report."""
+    return evaluate_with_reference(reference, quantized, held_out, output_names, probes)[0]
+
+
+def evaluate_with_reference(
+    reference: Observer,
+    quantized: Observer,
+    held_out: CalibrationData,
+    output_names: list[str],
+    probes: list[LayerProbe],
+    switch_input: tuple[np.ndarray, ...] = (),
+    read: Callable[[dict[str, np.ndarray], str], np.ndarray] | None = None,
+) -> tuple[dict, list[np.ndarray]]:
+    """(the `accuracy` section of the compile report, the float outputs of every held-out
+    sample stacked per output). `switch_input` is passed to a switchable module (switch.py);
+    `read(values, name)` reads a float tensor from the reference's values (derived.py)."""
+    read = read or (lambda values, name: values[name])
+    ref_outputs: list[list[np.ndarray]] = [[] for _ in output_names]
+    test_outputs: list[list[np.ndarray]] = [[] for _ in output_names]
+    energies = {probe.quantized: _Energy() for probe in probes}
+    for (ref_out, ref_values), (test_out, test_values) in zip(
+        reference.over(held_out), quantized.over(held_out, switch_input), strict=True
+    ):
+        for index in range(len(output_names)):
+            ref_outputs[index].append(ref_out[index])
+            test_outputs[index].append(test_out[index])
+        for probe in probes:
+            test = probe.params.dequantize(test_values[probe.quantized])
+            energies[probe.quantized].add(read(ref_values, probe.float_tensor), test)
+    stacked = [np.stack(values) for values in ref_outputs]
+    outputs = [
+        output_figures(name, stacked[i], np.stack(test_outputs[i]), ref_outputs[i][0].shape)
+        for i, name in enumerate(output_names)
+    ]
+    layers = [_layer_row(probe, energies[probe.quantized]) for probe in probes]
+    report = {"samples": held_out.count, "held_out": held_out.source, "outputs": outputs, "layers": layers}
+    return report, stacked
+
+
+def _layer_row(probe: LayerProbe, energy: _Energy) -> dict:
+    return {
+        "name": probe.name,
+        "sqnr_db": round(energy.sqnr_db, 3),
+        "tensor": probe.float_tensor,
+        "nodes": list(probe.nodes),
+    }
+
+
+def exact_accuracy(held_out: CalibrationData, output_names: list[str], output_shapes: list[tuple]) -> dict:
+    """The report when nothing was quantised: every output equals the float one."""
+    perfect = [
+        {
+            "name": name,
+            "sqnr_db": SQNR_CAP_DB,
+            "cosine": 1.0,
+            "max_abs_err": 0.0,
+            "top1_agreement": 1.0 if len(shape) == 2 and shape[-1] >= 2 else None,
+        }
+        for name, shape in zip(output_names, output_shapes, strict=True)
+    ]
+    return {"samples": held_out.count, "held_out": held_out.source, "outputs": perfect, "layers": []}
+
+
+def layer_name(
+    tensor: str, provenance: dict[str, list[str]], sources: dict[str, str] | None = None
+) -> tuple[str, tuple[str, ...]]:
+    """(the ONNX node that produced `tensor`, all the nodes its binding computes). A binding
+    no ONNX node accounts for (a layout transpose of the input) is named after what it reads,
+    followed through `sources` (binding -> the var it reads): "input (relaid out)"."""
+    nodes = tuple(provenance.get(tensor, ()))
+    if nodes:
+        return nodes[-1], nodes
+    seen, current = [tensor], tensor
+    while current in (sources or {}) and current not in provenance and len(seen) < 16:
+        current = sources[current]
+        seen.append(current)
+    if current == tensor:
+        return tensor, ()
+    named = provenance.get(current, [current])[-1]
+    return f"{named} (relaid out)", tuple(provenance.get(current, ()))

@@ -1,0 +1,1 @@
+"""QDQ input models: checking, cleaning up and measuring a model that arrives quantised."""
