@@ -29,3 +29,9 @@ class InternalError(RuntimeError):
     """A failure that is vpuc's, not the model's: TVM failing inside a stage on a model the
     earlier stages accepted (the partitioner, the host build). The CLI names the stage and
     exits 3; a user can only work around it."""
+
+
+class QDQError(CompileError):
+    """A quantize/dequantize node of a QDQ model with parameters the VPU cannot honour: a zero,
+    negative or non-finite scale, per-axis parameters on the wrong axis, a zero point out of
+    range."""

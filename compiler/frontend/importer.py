@@ -23,6 +23,7 @@ from vpuc.compiler.frontend.index_inputs import index_ranges
 from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
 from vpuc.compiler.frontend.load import load_model
 from vpuc.compiler.frontend.names import name_nodes
+from vpuc.compiler.frontend.qdq_check import check_qdq_onnx
 from vpuc.compiler.frontend.shapes import (
     TensorSpec,
     check_static_shapes,
@@ -33,7 +34,6 @@ from vpuc.compiler.frontend.shapes import (
     tensor_specs,
 )
 from vpuc.compiler.frontend.support import check_supported
-from vpuc.compiler.quantize.qdq.onnx_check import check_qdq_onnx
 
 
 @dataclass

@@ -22,6 +22,7 @@ qdq_params, qdq_uint8, qdq_constants, qdq_pairs, qdq_strip, qdq_model.
 docs/quantization.md describes methods, data, numerics and accuracy figures.
 """
 
+from vpuc.compiler.frontend.qdq_check import check_qdq_onnx, is_qdq_onnx
 from vpuc.compiler.quantize.api import check_options, quantize_for_compile
 from vpuc.compiler.quantize.calibration.data import (
     CalibrationData,
@@ -38,7 +39,6 @@ from vpuc.compiler.quantize.options import DEFAULT_MIN_SQNR_DB, QuantOptions
 from vpuc.compiler.quantize.params import QParams
 from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
 from vpuc.compiler.quantize.qdq.model import clean_qdq, is_qdq_module, quantize_qdq
-from vpuc.compiler.quantize.qdq.onnx_check import check_qdq_onnx, is_qdq_onnx
 
 __all__ = [
     "DEFAULT_MIN_SQNR_DB",

@@ -18,6 +18,7 @@ import onnx
 import tvm
 
 from vpuc.compiler.errors import CompileError
+from vpuc.compiler.frontend.qdq_check import check_qdq_onnx
 from vpuc.compiler.frontend.shapes import TensorSpec
 from vpuc.compiler.quantize.calibration.data import (
     DEFAULT_SYNTHETIC_SAMPLES,
@@ -32,7 +33,6 @@ from vpuc.compiler.quantize.calibration.ranges import DEFAULT_METHOD, DEFAULT_PE
 from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.ptq import QuantizeResult, onnx_provenance, quantize
 from vpuc.compiler.quantize.qdq.model import is_qdq_module, quantize_qdq
-from vpuc.compiler.quantize.qdq.onnx_check import check_qdq_onnx
 from vpuc.targets import Target
 
 

@@ -4,15 +4,11 @@ Both are CompileErrors, so the CLI prints their one-line message and exits 2 bef
 anything is written. Messages name the file, the input or the ONNX node at fault.
 """
 
-from vpuc.compiler.errors import CompileError
+from vpuc.compiler.errors import CompileError, QDQError
+
+__all__ = ["CalibrationError", "QDQError"]
 
 
 class CalibrationError(CompileError):
     """Calibration samples that cannot be used: a missing input, a wrong shape or dtype,
     NaN/Inf, an empty or unreadable file."""
-
-
-class QDQError(CompileError):
-    """A quantize/dequantize node of a QDQ model with parameters the VPU cannot honour: a zero,
-    negative or non-finite scale, per-axis parameters on the wrong axis, a zero point out of
-    range."""

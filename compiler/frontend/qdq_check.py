@@ -3,7 +3,7 @@
 TVM's importer rejects per-axis parameters on the wrong axis with an internal message
 ("Size mismatch: ...") and accepts a zero scale silently, so the check runs on the ONNX
 graph first and names the QuantizeLinear/DequantizeLinear node at fault (QDQError). The
-driver calls `check_qdq_onnx` on the loaded model before importing it; qdq_params.py
+importer calls `check_qdq_onnx` on the loaded model before TVM imports it; quantize/qdq/params.py
 checks the same rules again on the imported module.
 """
 
@@ -13,10 +13,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from vpuc.compiler.quantize.errors import QDQError
-from vpuc.compiler.quantize.qdq.params import param_problem
+from vpuc.compiler.errors import QDQError
 
 QDQ_NODES = ("QuantizeLinear", "DequantizeLinear")
+ZERO_POINT_DTYPES = ("int8", "uint8", "int32")
 
 
 def is_qdq_onnx(model: onnx.ModelProto) -> bool:
@@ -72,3 +72,38 @@ def _shapes(model: onnx.ModelProto, constants: dict[str, np.ndarray]) -> dict[st
         if dims and all(d.HasField("dim_value") for d in dims):
             shapes[info.name] = tuple(d.dim_value for d in dims)
     return shapes
+
+
+def param_problem(
+    scale: np.ndarray | None, zero: np.ndarray | None, axis: int, input_shape: tuple[int, ...] | None
+) -> str | None:
+    """What is wrong with one node's parameters, or None (see the module docstring)."""
+    if scale is None or zero is None:
+        return "scale and zero point must be constants (initializers)"
+    if scale.ndim > 1:
+        shape = list(scale.shape)
+        return f"scale has shape {shape}: only per-tensor and per-axis (1-D) parameters are supported"
+    flat = scale.reshape(-1).astype(np.float64)
+    bad = flat[~(np.isfinite(flat) & (flat > 0))]
+    if bad.size:
+        return f"scale must be positive and finite (got {bad[0]:g})"
+    if zero.size != scale.size and zero.size != 1:
+        return f"zero point has {zero.size} values but scale has {scale.size}"
+    if str(zero.dtype) not in ZERO_POINT_DTYPES:
+        return f"zero point is {zero.dtype}; int8, uint8 or int32 expected"
+    if scale.size == 1 or input_shape is None:
+        return None
+    return _axis_problem(scale.size, axis, tuple(input_shape))
+
+
+def _axis_problem(channels: int, axis: int, shape: tuple[int, ...]) -> str | None:
+    if not -len(shape) <= axis < len(shape):
+        return f"axis {axis} is out of range for an input of rank {len(shape)}"
+    if shape[axis] == channels:
+        return None
+    matching = [i for i, d in enumerate(shape) if d == channels]
+    hint = f"; axis {matching[0]} has {channels}" if matching else ""
+    return (
+        f"per-axis parameters have {channels} values but axis {axis} of the input {list(shape)} "
+        f"has {shape[axis]}{hint}"
+    )
