@@ -18,11 +18,12 @@ from typing import Any
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.layer_plan import min_working_set, plan_op
 from vpuc.compiler.lower.codegen.memory import AllocationError, allocate_sram, constant_bytes, layout_dram
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Storage
 from vpuc.compiler.lower.codegen.residency import Placement, place
 from vpuc.compiler.lower.codegen.sync import synchronise
-from vpuc.compiler.lower.codegen.tiling import Context, Events, min_working_set, plan_op
+from vpuc.compiler.lower.codegen.tiling import Context, Events
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets import Target
 from vpuc.targets.isa.asm import disassemble

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen.estimate import Clock, pipeline
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, Event, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
@@ -178,33 +177,6 @@ def count_dram(plan: OpPlan, ev: Events) -> None:
 
 def working_set(buffers: list[Buffer]) -> int:
     return sum(b.nbytes for b in buffers)
-
-
-def plan_op(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
-    """The chosen plan of one op (LowerError when no choice fits)."""
-    from vpuc.compiler.lower.codegen import tile_mac, tile_matmul, tile_vector
-
-    if isinstance(op, vops.Conv | vops.Dense):
-        return tile_mac.plan_mac(op, ctx)
-    if isinstance(op, vops.Matmul):
-        return tile_matmul.plan_matmul(op, ctx)
-    if isinstance(op, vops.Concat | vops.Reshape):
-        return OpPlan(op, ctx.index, choice={"data movement": "none (views of one storage)"})
-    return tile_vector.plan_vector(op, ctx, constants)
-
-
-def min_working_set(op: vops.Op, placement: Placement, target: Target) -> int:
-    """The smallest SRAM a layer's buffers can take (one output row, the narrowest chunk)."""
-    from vpuc.compiler.lower.codegen import tile_mac, tile_matmul, tile_vector
-
-    ctx = Context(target, placement, placement.subgraph.ops.index(op), budget=1 << 62)
-    if isinstance(op, vops.Conv | vops.Dense):
-        return tile_mac.min_mac_bytes(op, ctx)
-    if isinstance(op, vops.Matmul):
-        return tile_matmul.min_matmul_bytes(op, ctx)
-    if isinstance(op, vops.Concat | vops.Reshape):
-        return 0
-    return tile_vector.min_vector_bytes(op, ctx)
 
 
 def halo(out_rows: tuple[int, int], size: int, kernel: int, stride: int, dilation: int, pad_before: int):
