@@ -14,3 +14,7 @@ class LowerError(CompileError):
     def __init__(self, message: str, members: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.members = tuple(members)
+
+
+class SramError(LowerError):
+    """A layer (or a subgraph's layers together) that no tiling fits into SRAM."""

@@ -1,5 +1,6 @@
 """BYOC annotation: FuseOpsByPattern with the VPU pattern table, each match checked against
-the target's op list and constraints, then MergeCompositeFunctions.
+the target's op list and constraints (whether a layer fits SRAM is asked of the code
+generator's layer planner, compiler/lower/codegen/oracle.py), then MergeCompositeFunctions.
 
     main (Relax)  ->  main calling functions with Codegen="vpu", each holding composite
                       functions "vpu.<op>" whose attribute "vars" lists the original
@@ -20,11 +21,12 @@ from tvm import relax
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from vpuc.compiler.errors import InternalError, first_line
+from vpuc.compiler.lower.codegen.oracle import answer
 from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
 from vpuc.targets import Target
-from vpuc.targets.constraints import check_op
+from vpuc.targets.constraints import KEYED, check_op
 
 VARS_ATTR = "vars"
 
@@ -108,8 +110,23 @@ def _violations(
             refusals.append((name, not_listed_reason(view.kind, target)))
             continue
         limits = target.op_limits(view.kind)
-        refusals += [(name, v.reason) for v in check_op(view, limits, target.hardware)]
+        violations = [(name, v.reason) for v in check_op(view, limits, target.hardware)]
+        if not violations and limits.get("fits_sram"):
+            violations = _planner_refusal(view, name, target)
+        refusals += violations
     return refusals
+
+
+def _planner_refusal(view, name: str, target: Target) -> list[tuple[str, str]]:
+    """Whether the code generator's layer planner can tile the layer into SRAM: it is the
+    one answerer (compiler/lower/codegen/oracle.py); the reason is the op list's message
+    with what the planner found."""
+    found = answer(view, target)
+    if found.fits:
+        return []
+    if found.sram_limited:
+        return [(name, f"{KEYED['fits_sram'].describe(True, target.hardware)} ({found.reason})")]
+    return [(name, f"the VPU code generator cannot lower it: {found.reason}")]
 
 
 def not_listed_reason(kind: str, target: Target) -> str:

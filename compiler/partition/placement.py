@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vpuc.compiler.lower.codegen.oracle import answer
 from vpuc.compiler.partition import cost
 from vpuc.compiler.partition.graph import HOST, Composite, Graph, core_of
 from vpuc.targets import Target
@@ -88,12 +89,13 @@ def subgraph_members(subgraph_of: dict[str, int]) -> dict[int, list[str]]:
 
 
 def vpu_cycles_of(graph: Graph, composites: list[Composite], target: Target) -> int:
-    """Cycles of a subgraph's composites: each composite's core op, epilogue fused."""
+    """Cycles of a subgraph's composites: each composite's core op as the code generator's
+    layer planner estimates it alone, epilogue fused (compiler/lower/codegen/oracle.py)."""
     total = 0
     for composite in composites:
         core = core_of(graph, list(composite.members))
         if core is not None and core.view is not None:
-            total += cost.vpu_cycles(core.view, target)
+            total += answer(core.view, target).cycles
     return total
 
 

@@ -4,7 +4,7 @@ op-list tables in target files are validated with the file and key in the messag
 import pytest
 
 from vpuc.targets import TargetError, load_target
-from vpuc.targets.constraints import check_op, min_working_set_bytes
+from vpuc.targets.constraints import check_op
 from vpuc.targets.ops import OpView
 
 VPU = load_target("vpu")
@@ -62,18 +62,6 @@ def test_conforming_conv_passes():
 )
 def test_each_violation_is_explained(op, expected):
     assert any(r.startswith(expected) for r in reasons(op)), reasons(op)
-
-
-def test_sram_fit_depends_on_the_target():
-    # 3x3, 2048 -> 64 channels, width 128. By hand, one output row on the 16-column vpu needs
-    # 3 input rows (3*128*2048 = 786432) + one column tile of weights (9*2048*16 = 294912)
-    # + accumulators and outputs (5*128*16 = 10240) = 1091584 bytes > 512 KiB; on vpu-plus
-    # (32 columns) 786432 + 589824 + 20480 = 1396736 bytes <= 2 MiB.
-    big = conv(kernel=3, pad=1, cin=2048, cout=64, hw=128)
-    assert min_working_set_bytes(big, VPU.hardware) == 1091584
-    assert min_working_set_bytes(big, load_target("vpu-plus").hardware) == 1396736
-    assert any("must fit in SRAM (512 KiB)" in r for r in reasons(big))
-    assert not any("SRAM" in r for r in reasons(big, load_target("vpu-plus")))
 
 
 def test_clip_and_add_and_mean_checks():

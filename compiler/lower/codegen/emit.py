@@ -24,7 +24,7 @@ from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Storage
 from vpuc.compiler.lower.codegen.residency import Placement, place
 from vpuc.compiler.lower.codegen.sync import synchronise
 from vpuc.compiler.lower.codegen.tiling import Context, Events
-from vpuc.compiler.lower.errors import LowerError
+from vpuc.compiler.lower.errors import LowerError, SramError
 from vpuc.targets import Target
 from vpuc.targets.isa.asm import disassemble
 from vpuc.targets.isa.formats import End, Instruction, IsaError
@@ -98,7 +98,7 @@ def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
         except AllocationError as exc:
             failure = exc
     else:
-        raise LowerError(
+        raise SramError(
             f"{subgraph.symbol}: its layers do not fit SRAM ({hw.sram_bytes} bytes) together: {failure}"
         )
     return _emit(subgraph, placement, plans, target, sram_peak)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen.plan import Storage, View
-from vpuc.compiler.lower.errors import LowerError
+from vpuc.compiler.lower.errors import LowerError, SramError
 
 ALIGN = 16  # storages and buffers start on 16-byte boundaries (int32 operands need 4)
 
@@ -60,7 +60,7 @@ def place(
             victim = _largest_resident(placement, index)
             if victim is None:
                 need = min_working_set(op, placement)
-                raise LowerError(
+                raise SramError(
                     f"layer '{op.name}' cannot be tiled to fit SRAM ({sram_bytes} bytes): its smallest "
                     f"tile needs {need} bytes",
                     op.members,

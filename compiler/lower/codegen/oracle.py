@@ -1,0 +1,193 @@
+"""The layer planner as the one oracle: does this layer fit the VPU, and what does it cost?
+
+    answer(view, target) -> LayerAnswer(reason, cycles, sram_bytes)
+
+The partitioner asks this before it fixes a partition (its SRAM fit check and the VPU side
+of its profitability rule), and so does the quantiser's partition of the float module: the
+same code generator that will lower the layer plans it, so the question has one answerer
+(DESIGN.md, contract 6). The layer is planned alone, as a one-layer subgraph whose input and
+output live in DRAM: what it costs when nothing around it is resident, which a subgraph's
+residency can only improve.
+
+The partitioner sees an op as an OpView (shapes, attributes, no values): the op is built
+from it with zero weights and unit requantisation, which decide nothing the planner
+chooses (tiles, buffers and cycles depend on shapes alone). An OpView's 4-D shapes are
+logical NCHW; the code generator's are NHWC, as the VPU stores them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen.emit import lower_subgraph
+from vpuc.compiler.lower.errors import LowerError, SramError
+from vpuc.targets import Target
+from vpuc.targets.ops import OpView
+
+UNIT = vops.QParams(1.0, 0)
+LUT_KINDS = ("sigmoid", "tanh", "leaky_relu", "gelu", "silu")
+
+
+@dataclass(frozen=True)
+class LayerAnswer:
+    """The planner's answer for one layer: `reason` is None when it fits, else why not;
+    `cycles` the estimated cycles of the layer alone (0 when it does not fit)."""
+
+    reason: str | None
+    cycles: int = 0
+    sram_bytes: int = 0
+    sram_limited: bool = False  # it does not fit because no tiling fits SRAM
+
+    @property
+    def fits(self) -> bool:
+        return self.reason is None
+
+
+def answer(view: OpView, target: Target) -> LayerAnswer:
+    """Plan `view` as the code generator would lower it alone (cached per op and target)."""
+    key = (_fingerprint(target), _key(view))
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _answer(view, target)
+    return _ANSWERS[key]
+
+
+_ANSWERS: dict[tuple, LayerAnswer] = {}
+_FINGERPRINTS: dict[int, tuple[Target, str]] = {}
+
+
+def _fingerprint(target: Target) -> str:
+    """The target's figures as one string (a Target holds dicts, so it has no hash)."""
+    known = _FINGERPRINTS.get(id(target))
+    if known is None or known[0] is not target:
+        known = (target, json.dumps(target.to_json(), sort_keys=True, default=str))
+        _FINGERPRINTS[id(target)] = known
+    return known[1]
+
+
+def _key(view: OpView) -> tuple:
+    attrs = tuple(sorted((k, _hashable(v)) for k, v in view.attrs.items()))
+    return (view.kind, view.name, view.inputs, view.output, view.constant_inputs, attrs, view.activation)
+
+
+def _hashable(value):
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _answer(view: OpView, target: Target) -> LayerAnswer:
+    try:
+        subgraph = one_layer_subgraph(view)
+    except _NotPlannable:
+        return LayerAnswer(None)  # nothing to plan (a reshape): it moves no data
+    try:
+        program = lower_subgraph(subgraph, target)
+    except LowerError as exc:
+        return LayerAnswer(str(exc), sram_limited=isinstance(exc, SramError))
+    return LayerAnswer(None, int(program.estimate["cycles"]), int(program.estimate["sram_peak_bytes"]))
+
+
+class _NotPlannable(Exception):
+    """An op the planner has nothing to plan for."""
+
+
+def one_layer_subgraph(view: OpView) -> vops.Subgraph:
+    """A subgraph of the one op `view` describes, its activations in DRAM and its constant
+    operands (beside a MAC op's own weights) in the weight blob."""
+    out_shape = _nhwc(view.output_shape)
+    tensors, constants, inputs, data = {}, {}, [], []
+    for index in range(len(view.inputs)):
+        if view.kind in ("conv2d", "dense") and index >= 1:
+            continue  # weights and bias are the op's own constants
+        name, shape = f"in{index}", _nhwc(view.input_shape(index))
+        tensors[name] = vops.TensorSpec(name, shape, UNIT)
+        inputs.append(name)
+        if _is_constant(view, index) and view.kind != "matmul":
+            constants[name] = np.zeros(shape, dtype=np.int8)
+        else:
+            data.append(name)
+    tensors["out"] = vops.TensorSpec("out", out_shape, UNIT)
+    op = _op(view, inputs, out_shape)
+    return vops.Subgraph(f"plan_{view.name}", tensors, [op], data, ["out"], constants=constants)
+
+
+def _is_constant(view: OpView, index: int) -> bool:
+    flags = view.constant_inputs
+    return bool(flags[index]) if index < len(flags) else False
+
+
+def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) == 4:
+        n, c, h, w = shape
+        return (n, h, w, c)
+    return tuple(shape)
+
+
+def _common(view: OpView, inputs: list[str]) -> dict:
+    return {
+        "name": view.name,
+        "nodes": (view.name,),
+        "inputs": tuple(inputs),
+        "output": "out",
+        "in_q": tuple(UNIT for _ in inputs),
+        "out_q": UNIT,
+    }
+
+
+def _requant(channels: int) -> vops.Requantize:
+    return vops.Requantize(np.ones(channels, dtype=np.float32), 0)
+
+
+def _op(view: OpView, inputs: list[str], out_shape) -> vops.Op:
+    kind, attrs, common = view.kind, view.attrs, _common(view, inputs)
+    if kind == "conv2d":
+        groups = int(attrs.get("groups", 1))
+        kh, kw = attrs.get("kernel", (1, 1))
+        out_c, in_c = int(out_shape[-1]), int(view.input_shape(0)[1])
+        return vops.Conv(
+            **common,
+            weights=np.zeros((out_c, kh, kw, max(in_c // groups, 1)), dtype=np.int8),
+            bias=np.zeros(out_c, dtype=np.int32),
+            requant=_requant(out_c),
+            strides=tuple(attrs.get("strides", (1, 1))),
+            padding=tuple(attrs.get("padding", (0, 0, 0, 0))),
+            dilation=tuple(attrs.get("dilation", (1, 1))),
+            groups=groups,
+        )
+    if kind == "dense":
+        k, n = int(view.input_shape(0)[-1]), int(out_shape[-1])
+        return vops.Dense(
+            **common,
+            weights=np.zeros((n, k), dtype=np.int8),
+            bias=np.zeros(n, dtype=np.int32),
+            requant=_requant(n),
+        )
+    if kind == "matmul":
+        return vops.Matmul(**common, requant=_requant(1))
+    if kind in ("max_pool2d", "avg_pool2d"):
+        return vops.Pool(
+            **common,
+            mode="max" if kind == "max_pool2d" else "avg",
+            kernel=tuple(attrs.get("pool", (1, 1))),
+            strides=tuple(attrs.get("strides", (1, 1))),
+            padding=tuple(attrs.get("padding", (0, 0, 0, 0))),
+        )
+    if kind == "global_avg_pool":
+        shape = view.input_shape(0)
+        return vops.Pool(**common, mode="avg", kernel=(int(shape[2]), int(shape[3])))
+    if kind in ("relu", "clip"):
+        return vops.Rescale(**common)
+    if kind == "add":
+        return vops.Add(**common)
+    if kind == "mul":
+        broadcast = len(view.inputs) > 1 and view.input_shape(1) != view.input_shape(0)
+        return vops.Mul(**common, broadcast=broadcast)
+    if kind in LUT_KINDS:
+        return vops.Lut(**common, table=np.zeros(256, dtype=np.int8), function=kind)
+    if kind == "concat":
+        return vops.Concat(**common)
+    raise _NotPlannable(kind)
