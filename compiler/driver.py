@@ -46,7 +46,8 @@ from vpuc.compiler.lower import (
     vpu_functions,
 )
 from vpuc.compiler.lower.reader.edges import channels_first_inputs
-from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, partition_for_vpu
+from vpuc.compiler.lower.reader.extract import extract_subgraph
+from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, VpuAnswers, partition_for_vpu
 from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions
 from vpuc.compiler.pipeline import (
@@ -110,6 +111,9 @@ class Prepared:
     programs: list[VpuProgram] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     decompositions: dict[str, str] = field(default_factory=dict)  # ONNX node -> what it became
+    # partitions of the quantised module: 1 when the code generator's refusals were all
+    # known before the partition was final (a refusal found only while lowering redoes it)
+    lowering_rounds: int = 0
 
     @property
     def warnings(self) -> list[str]:
@@ -182,7 +186,8 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
     # the quantiser's --keep-float / accuracy-floor layers stay on the CPU (it realised them in float)
     refused: dict[str, str] = dict(prepared.quantized.kept_float) if prepared.quantized else {}
     prepared.timings["partition_s"] = prepared.timings["lower_s"] = 0.0
-    for _ in range(MAX_LOWERING_ROUNDS):
+    for rounds in range(1, MAX_LOWERING_ROUNDS + 1):
+        prepared.lowering_rounds = rounds
         start = time.perf_counter()
         progress("partitioning for the VPU")
         prepared.partition = partition_for_vpu(
@@ -231,19 +236,25 @@ def compile_model(
 
 
 def _estimator(target: Target, provenance):
-    """The code generator's estimated cycles of each raw subgraph (for the profitability
-    rule): a subgraph it cannot lower is left to the partitioner's op-by-op model."""
+    """What the code generator says of each raw subgraph, before the partition is final:
+    every layer its reader refuses (each with the reason), then, for a subgraph it reads
+    whole, its estimated cycles, or the layer its planner refuses."""
 
-    def estimate(raw: tvm.IRModule) -> dict[int, int]:
-        found = {}
+    def estimate(raw: tvm.IRModule) -> VpuAnswers:
+        cycles, refusals = {}, {}
         edges = channels_first_inputs(raw)
         for index, (gv, func) in enumerate(vpu_functions(raw)):
+            found: dict[str, str] = {}
             try:
-                program = lower_function(func, index, edges.get(gv, set()), target, provenance)
-                found[index] = program.estimate["cycles"]
-            except LowerError:
-                continue
-        return found
+                extract_subgraph(func, f"vpu_sg{index}", provenance, index, refusals=found)
+                if not found:
+                    program = lower_function(func, index, edges.get(gv, set()), target, provenance)
+                    cycles[index] = program.estimate["cycles"]
+            except LowerError as exc:
+                if exc.members:
+                    found.update(dict.fromkeys(exc.members, f"the VPU code generator cannot lower it: {exc}"))
+            refusals.update(found)
+        return VpuAnswers(cycles, refusals)
 
     return estimate
 
@@ -352,6 +363,7 @@ def _report(prepared: Prepared) -> dict[str, Any]:
         "warnings": prepared.warnings,
         "execution": _execution_note(prepared),
         "vpu": _vpu_report(prepared) if prepared.programs else None,
+        "lowering_rounds": prepared.lowering_rounds,
         "timings_s": {k: round(v, 4) for k, v in prepared.timings.items()},
     }
 

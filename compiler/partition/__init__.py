@@ -6,15 +6,17 @@ Steps:
   0. prepare    every dequantize gets one reader (prepare.py)
   1. annotate   FuseOpsByPattern over the VPU pattern table, every match checked against
                 the target's op list and constraints; MergeCompositeFunctions   (raw cut)
-  2. profit     the profitability rule judges each raw subgraph with the cost model
-  3. annotate   again, with the losing subgraphs' ops blocked                   (final cut)
-  4. report     every ONNX node with device and reason, subgraphs, boundaries, totals
+  2. ask        the code generator (quantised modules): each raw subgraph's estimated
+                cycles, and every layer it refuses, before the cut is final
+  3. profit     the profitability rule judges each raw subgraph with the cost model
+  4. annotate   again, with the refused layers and the losing subgraphs blocked (final cut)
+  5. report     every ONNX node with device and reason, subgraphs, boundaries, totals
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import onnx
@@ -45,6 +47,15 @@ class Placement:
         return {name: c for c in self.composites for name in c.members}
 
 
+@dataclass(frozen=True)
+class VpuAnswers:
+    """What the code generator says of a raw cut: estimated cycles per raw subgraph it
+    lowers whole, and {binding: reason} for every layer it refuses."""
+
+    cycles: dict[int, int] = field(default_factory=dict)
+    refusals: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class PartitionResult:
     mod: tvm.IRModule  # main calls functions with Codegen="vpu"
@@ -60,16 +71,16 @@ def partition_for_vpu(
     min_subgraph_ops: int = DEFAULT_MIN_SUBGRAPH_OPS,
     profitability: bool = True,
     blocked: dict[str, str] | None = None,
-    vpu_estimate: Callable[[tvm.IRModule], dict[int, int]] | None = None,
+    vpu_estimate: Callable[[tvm.IRModule], VpuAnswers] | None = None,
     notes: dict[str, str] | None = None,
 ) -> PartitionResult:
     """Partition `mod` (after the graph passes) for a VPU target. `blocked` names bindings
-    to keep on the CPU whatever the op list says, with the reason (the code generator's
-    refusals: compiler/driver.py). `vpu_estimate(raw module)` gives the code generator's
-    estimated cycles per raw subgraph (compile passes it for a quantised module); the
-    profitability rule uses them, and the op-by-op cost model (cost.py) for the others.
-    `notes` says, per ONNX node, what an earlier stage made of it (decompose.py), and the
-    report shows it."""
+    to keep on the CPU whatever the op list says, with the reason (the quantiser's float
+    layers). `vpu_estimate(raw module)` asks the code generator about the raw cut (compile
+    passes it for a quantised module): the layers it refuses are blocked in the final cut,
+    and the profitability rule uses its cycles (the layer planner's, layer by layer,
+    elsewhere). `notes` says, per ONNX node, what an earlier stage made of it
+    (decompose.py), and the report shows it."""
     real = {node.name for node in onnx_model.graph.node}
     # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
     # ONNX node, and the report names them by the tensor they transform.
@@ -79,12 +90,12 @@ def partition_for_vpu(
     refused = dict(blocked or {})
     raw_mod, raw_annotation = annotate(mod, target, refused)
     raw = _placement(raw_mod)
+    answers = vpu_estimate(raw_mod) if vpu_estimate is not None else VpuAnswers()
     unprofitable, verdicts = {}, []
     if profitability:
-        estimated = vpu_estimate(raw_mod) if vpu_estimate is not None else {}
-        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, estimated)
-    if unprofitable:
-        final_mod, annotation = annotate(mod, target, {**refused, **unprofitable})
+        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, answers.cycles, answers.refusals)
+    if unprofitable or answers.refusals:
+        final_mod, annotation = annotate(mod, target, {**refused, **answers.refusals, **unprofitable})
     else:
         final_mod, annotation = raw_mod, raw_annotation
     final = _placement(final_mod)

@@ -24,15 +24,22 @@ from vpuc.targets import Target
 
 
 def judge(
-    graph: Graph, placement, target: Target, min_ops: int, estimated: dict[int, int] | None = None
+    graph: Graph,
+    placement,
+    target: Target,
+    min_ops: int,
+    estimated: dict[int, int] | None = None,
+    refused: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], list[SubgraphCost]]:
     """Returns ({binding name: reason} for the ops to keep on the CPU, a verdict per subgraph).
     `placement` is the raw cut (a partition.Placement); `estimated` the code generator's
-    cycles per raw subgraph where it could lower it (the op-by-op model elsewhere)."""
-    estimated = estimated or {}
+    cycles per raw subgraph where it could lower it whole (its layer planner's, layer by
+    layer, elsewhere); `refused` the bindings the code generator refuses, which stay on the
+    CPU whatever the verdicts (their subgraphs are judged without them)."""
+    estimated, refused = estimated or {}, refused or {}
     subgraph_of = placement.subgraph_of
-    composites = list(placement.composites)
-    current = dict(subgraph_of)
+    composites = [c for c in placement.composites if not any(m in refused for m in c.members)]
+    current = {n: s for n, s in subgraph_of.items() if n not in refused}
     verdicts: dict[int, SubgraphCost] = {}
     for subgraph, names in subgraph_members(current).items():
         count = onnx_op_count(graph, names)
@@ -53,7 +60,8 @@ def judge(
         verdicts[subgraph] = _with_reason(
             _verdict(graph, current, subgraph, composites, target, True, "", estimated), True
         )
-    blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if s not in subgraph_members(current)}
+    kept = subgraph_members(current)
+    blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if n not in refused and s not in kept}
     return blocked, [verdicts[s] for s in sorted(verdicts)]
 
 

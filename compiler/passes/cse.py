@@ -6,6 +6,13 @@ Two bindings are the same computation when their op, attributes, output type and
 are the same, inputs compared after earlier merges (so whole duplicated chains merge) and
 constants by value. Exporters duplicate more than one would think: PyTorch traces
 `F.interpolate(x)` twice into two identical Resize nodes (torch_upsample_pad).
+
+Why not TVM's `relax.transform.EliminateCommonSubexpr`: tried on TVM 0.27, it merges the
+same bindings (constants by value too) but leaves each merged binding behind as an alias
+(`b = a`) and says nothing of what it merged. The pipeline needs both things it does not
+give: the fusion audit lists every merge with its ONNX nodes (passes/audit.py), and the
+survivor must take over the merged binding's ONNX provenance so that the partition report
+still names every node (passes/rebind.py does both for every pass of ours).
 """
 
 from __future__ import annotations

@@ -67,9 +67,17 @@ class _Builder:
 
 
 def extract_subgraph(
-    func: relax.Function, symbol: str, provenance: dict[str, list[str]], index: int = 0
+    func: relax.Function,
+    symbol: str,
+    provenance: dict[str, list[str]],
+    index: int = 0,
+    refusals: dict[str, str] | None = None,
 ) -> Subgraph:
-    """The Subgraph of one VPU function; LowerError names the layer that cannot be lowered."""
+    """The Subgraph of one VPU function; LowerError names the layer that cannot be lowered.
+    With a `refusals` dict, every layer the reader refuses is recorded there instead
+    ({binding: reason}, the reason the partition report gives) and its result read as an
+    input from the host, as it will be once that layer runs there; the Subgraph returned is
+    then of the other layers."""
     builder = _Builder(symbol, provenance)
     inputs = []
     for param in func.params:
@@ -87,7 +95,14 @@ def extract_subgraph(
             if isinstance(value, relax.Function):
                 functions[binding.var] = value
             elif isinstance(value, relax.Call) and value.op in functions:
-                _lower_call(builder, binding.var, value, functions[value.op])
+                try:
+                    _lower_call(builder, binding.var, value, functions[value.op])
+                except LowerError as exc:
+                    if refusals is None or not exc.members:
+                        raise
+                    reason = f"the VPU code generator cannot lower it: {exc}"
+                    refusals.update(dict.fromkeys(exc.members, reason))
+                    inputs.append(_from_host(builder, binding.var, symbol))
             elif isinstance(value, relax.Var) and value in builder.tensor_of:
                 builder.tensor_of[binding.var] = builder.tensor_of[value]
             else:
@@ -95,6 +110,17 @@ def extract_subgraph(
     outputs = [builder.tensor_of[v] for v in _result_vars(body.body, symbol)]
     _input_quantisation(builder, inputs)
     return Subgraph(symbol, builder.tensors, builder.ops, inputs, outputs, index, builder.constants)
+
+
+def _from_host(builder: _Builder, var: relax.Var, symbol: str) -> str:
+    """A refused layer's result, read by the rest as an input the host provides."""
+    found = compat.tensor_type(var)
+    shape = found[0] if found is not None else ()
+    name = builder.add_tensor(var.name, shape, None)
+    if found is None or found[1] != "int8":
+        builder.float_tensors[name] = found[1] if found is not None else "a tuple"
+    builder.tensor_of[var] = name
+    return name
 
 
 def _input_quantisation(builder: _Builder, inputs: list[str]) -> None:
