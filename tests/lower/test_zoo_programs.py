@@ -29,6 +29,14 @@ TARGETS = ("vpu", "vpu-plus")
 def compiled(request, zoo_dir):
     name, target = request.param
     prepared = prepare_model(zoo_dir / f"{name}.onnx", target, CompileOptions(calib_synthetic=8))
+    if not prepared.programs:
+        # the cost model kept every subgraph on the host (the fitted host figures price the
+        # transformer's small projections on `vpu` so): the code generator is tested on what
+        # the op list gives it all the same
+        assert all(v["decision"] == "cpu" for v in prepared.partition.report["profitability"]), name
+        prepared = prepare_model(
+            zoo_dir / f"{name}.onnx", target, CompileOptions(calib_synthetic=8, profitability=False)
+        )
     return name, prepared
 
 

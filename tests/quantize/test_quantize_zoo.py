@@ -57,7 +57,10 @@ def test_accuracy_floors(quantized, name, config):
     floor = SQNR_FLOORS_DB[name][list(CONFIGS).index(config)]
     assert output["sqnr_db"] >= floor, result.accuracy
     assert output["cosine"] >= (0.999 if config == "compile" else 0.995)
-    assert result.accuracy["samples"] == 8 and result.accuracy["layers"]
+    assert result.accuracy["samples"] == 8
+    # one accuracy row per int8 layer: there are some exactly when the partition (its cost
+    # model, with the target's host figures) puts some layer on the VPU
+    assert bool(result.accuracy["layers"]) == bool(result.placement.composites)
     assert all(layer["sqnr_db"] > 20.0 for layer in result.accuracy["layers"]), result.accuracy["layers"]
     if name in CLASSIFIERS:
         assert output["top1_agreement"] >= (1.0 if config == "compile" else 0.875)

@@ -97,13 +97,16 @@ def test_alpha_half_balances_activation_and_weight_ranges():
 
 def test_transformer_encoder_computes_what_onnxruntime_computes():
     """Any positive scales keep the function: the smoothed float module of the zoo's
-    transformer (its two VPU dense layers read LayerNorm outputs) against onnxruntime."""
+    transformer (every dense layer the op list takes, some reading LayerNorm outputs)
+    against onnxruntime."""
     mod, provenance, imported = optimised_zoo("transformer_encoder")
     target = load_target("vpu")
-    placement = partition_for_vpu(mod, target, imported.onnx_model, provenance).placement
+    # every dense layer the op list takes (on `vpu` the fitted host figures keep them on the
+    # host: the profitability rule is not what this test is about)
+    placement = partition_for_vpu(mod, target, imported.onnx_model, provenance, profitability=False).placement
     plan = plan_quantization(mod["main"], placement)
     found = smoothquant.candidates(mod["main"], plan)
-    assert found and all(c.channels == 32 for c in found)
+    assert found and {c.channels for c in found} <= {32, 64}  # d_model and the FFN's width
     absmax = {c.tensor: RNG.uniform(0.1, 30.0, c.channels).astype(np.float32) for c in found}
     result = smoothquant.smooth(mod, plan, found, absmax, alpha=0.5)
     feeds = [
