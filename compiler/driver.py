@@ -7,10 +7,10 @@
                (a QDQ model keeps its parameters; its Q/DQ are cleaned up)
     partition  VPU targets: which op runs where, subgraphs, boundaries      compiler/partition
     lower      VPU subgraphs -> int8 instruction streams + weight blobs     compiler/lower
-               (a layer the code generator refuses goes back to the CPU, its
-               refusal the reason: the partition is redone without it)
+               (the partitioner asked the code generator first, so the layers
+               it refuses are already on the CPU, each with its reason)
     host       RunCodegen (VPU calls become external calls), then kernels
-               scheduled (tuning records or defaults), relax.build          compiler/build
+               scheduled (tuning records or defaults), relax.build          compiler/host
     package    manifest + host library + VPU programs + report -> Artifact  runtime/artifact
 
 Each stage's wall time, and each graph pass's, is recorded in the report, with the fusion
@@ -179,9 +179,11 @@ def prepare_model(
 
 
 def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance, progress) -> None:
-    """Partition; then (for a quantised module) lower every VPU subgraph. A layer the code
-    generator refuses is kept on the CPU with its refusal as the reason, and the partition
-    is redone: the report always describes what the artifact runs."""
+    """Partition; then (for a quantised module) lower every VPU subgraph. The partitioner
+    asks the code generator about the raw cut first (_estimator), so the layers it refuses
+    stay on the CPU with its refusal as the reason in the one final cut; a refusal found
+    only while lowering the final cut redoes the partition without that layer (counted in
+    `lowering_rounds`): the report always describes what the artifact runs."""
     target, onnx_model = prepared.target, prepared.imported.onnx_model
     # the quantiser's --keep-float / accuracy-floor layers stay on the CPU (it realised them in float)
     refused: dict[str, str] = dict(prepared.quantized.kept_float) if prepared.quantized else {}
