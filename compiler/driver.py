@@ -188,6 +188,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
     # the quantiser's --keep-float / accuracy-floor layers stay on the CPU (it realised them in float)
     refused: dict[str, str] = dict(prepared.quantized.kept_float) if prepared.quantized else {}
     prepared.timings["partition_s"] = prepared.timings["lower_s"] = 0.0
+    lowered: dict = {}  # the raw cut's programs, by VPU function: the final cut reuses them
     for rounds in range(1, MAX_LOWERING_ROUNDS + 1):
         prepared.lowering_rounds = rounds
         start = time.perf_counter()
@@ -200,7 +201,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
             min_subgraph_ops=options.min_subgraph_ops,
             profitability=options.profitability,
             blocked=refused,
-            vpu_estimate=_estimator(target, provenance) if prepared.quantized is not None else None,
+            vpu_estimate=_estimator(target, provenance, lowered) if prepared.quantized is not None else None,
             notes=prepared.decompositions,
         )
         prepared.timings["partition_s"] += time.perf_counter() - start
@@ -209,7 +210,7 @@ def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance
         start = time.perf_counter()
         progress("lowering VPU subgraphs to instruction streams")
         try:
-            prepared.programs = lower_partitioned(prepared.partition.mod, target, provenance)
+            prepared.programs = lower_partitioned(prepared.partition.mod, target, provenance, lowered)
             return
         except LowerError as exc:
             if not exc.members or all(m in refused for m in exc.members):
@@ -237,10 +238,12 @@ def compile_model(
     return build_artifact(model, prepared, reference=options.reference, tuning_db=options.tuning_db)
 
 
-def _estimator(target: Target, provenance):
+def _estimator(target: Target, provenance, lowered: dict):
     """What the code generator says of each raw subgraph, before the partition is final:
     every layer its reader refuses (each with the reason), then, for a subgraph it reads
-    whole, its estimated cycles, or the layer its planner refuses."""
+    whole, its estimated cycles, or the layer its planner refuses. The programs it lowers
+    go into `lowered` (by function and edge set), which the final lowering reuses where the
+    final cut kept a raw subgraph as it was."""
 
     def estimate(raw: tvm.IRModule) -> VpuAnswers:
         cycles, refusals = {}, {}
@@ -250,7 +253,9 @@ def _estimator(target: Target, provenance):
             try:
                 extract_subgraph(func, f"vpu_sg{index}", provenance, index, refusals=found)
                 if not found:
-                    program = lower_function(func, index, edges.get(gv, set()), target, provenance)
+                    channels_first = edges.get(gv, set())
+                    program = lower_function(func, index, channels_first, target, provenance)
+                    lowered[func, frozenset(channels_first), index] = program
                     cycles[index] = program.estimate["cycles"]
             except LowerError as exc:
                 if exc.members:

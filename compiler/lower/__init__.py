@@ -69,13 +69,18 @@ def _is_vpu(func) -> bool:
 
 
 def lower_partitioned(
-    mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]]
+    mod: tvm.IRModule, target: Target, provenance: dict[str, list[str]], lowered: dict | None = None
 ) -> list[VpuProgram]:
-    """One program per VPU function; symbols are unique to the program's content."""
+    """One program per VPU function; symbols are unique to the program's content. `lowered`
+    holds programs already made for the same function, edge set and index (the
+    partitioner's questions about the raw cut): they are not lowered again."""
     programs = []
     edges = channels_first_inputs(mod)
     for index, (gv, func) in enumerate(vpu_functions(mod)):
-        program = lower_function(func, index, edges.get(gv, set()), target, provenance)
+        channels_first = edges.get(gv, set())
+        program = (lowered or {}).get((func, frozenset(channels_first), index))
+        if program is None:
+            program = lower_function(func, index, channels_first, target, provenance)
         digest = hashlib.sha256(program.program.to_bytes() + program.blob).hexdigest()[:12]
         program.symbol = f"vpuc_{digest}_sg{index}"
         programs.append(program)
