@@ -111,6 +111,7 @@ class Prepared:
     programs: list[VpuProgram] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     decompositions: dict[str, str] = field(default_factory=dict)  # ONNX node -> what it became
+    provenance: dict = field(default_factory=dict)  # Relax var -> ONNX nodes, after the front half
     # partitions of the quantised module: 1 when the code generator's refusals were all
     # known before the partition was final (a refusal found only while lowering redoes it)
     lowering_rounds: int = 0
@@ -132,6 +133,21 @@ def prepare_model(
 ) -> Prepared:
     """frontend -> passes -> partition (VPU targets): everything but the host build.
     `progress(stage)` is told as each stage starts (the CLI shows it)."""
+    prepared = prepare_front(model, target, options, progress)
+    if prepared.target.has_vpu:
+        partition_and_lower(prepared, options, progress)
+    return prepared
+
+
+def prepare_front(
+    model: str | Path | onnx.ModelProto,
+    target: str | Path | Target,
+    options: CompileOptions,
+    progress: Callable[[str], None] = _quiet,
+) -> Prepared:
+    """The front half: frontend -> passes -> decompose -> quantise (VPU targets), stopping
+    before the partition. Of the target it reads only the op list (decompose) and, for a
+    float model, what the quantiser's own partition reads (`vpuc sweep` relies on this)."""
     target = resolve_target(target)
     PassSelection(options.opt_level, tuple(options.disabled_passes), options.opt_bisect_limit)  # check early
     start = time.perf_counter()
@@ -173,18 +189,18 @@ def prepare_model(
         )
         prepared.mod, provenance = prepared.quantized.mod, prepared.quantized.provenance
         prepared.timings["quantize_s"] = time.perf_counter() - start
-    if target.has_vpu:
-        _partition_and_lower(prepared, options, provenance, progress)
+    prepared.provenance = provenance
     return prepared
 
 
-def _partition_and_lower(prepared: Prepared, options: CompileOptions, provenance, progress) -> None:
-    """Partition; then (for a quantised module) lower every VPU subgraph. The partitioner
-    asks the code generator about the raw cut first (_estimator), so the layers it refuses
-    stay on the CPU with its refusal as the reason in the one final cut; a refusal found
-    only while lowering the final cut redoes the partition without that layer (counted in
-    `lowering_rounds`): the report always describes what the artifact runs."""
+def partition_and_lower(prepared: Prepared, options: CompileOptions, progress=_quiet) -> None:
+    """The back half: partition; then (for a quantised module) lower every VPU subgraph. The
+    partitioner asks the code generator about the raw cut first (_estimator), so the layers
+    it refuses stay on the CPU with its refusal as the reason in the one final cut; a refusal
+    found only while lowering the final cut redoes the partition without that layer (counted
+    in `lowering_rounds`): the report always describes what the artifact runs."""
     target, onnx_model = prepared.target, prepared.imported.onnx_model
+    provenance = prepared.provenance
     # the quantiser's --keep-float / accuracy-floor layers stay on the CPU (it realised them in float)
     refused: dict[str, str] = dict(prepared.quantized.kept_float) if prepared.quantized else {}
     prepared.timings["partition_s"] = prepared.timings["lower_s"] = 0.0
