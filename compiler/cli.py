@@ -7,6 +7,7 @@
     vpuc partition MODEL --target T [--json]    where each op runs and why, what crosses
     vpuc run OUT.vpub [--inputs X.npz] ...      run an artifact (TVM VM + VPU simulator)
     vpuc regress DIR [--jobs N | --ray]         run a regression suite against its goldens
+    vpuc sweep MODEL --param K=V,... -o DIR     sweep VPU designs through the compiler
     vpuc zoo OUTDIR                             write the example models
     vpuc targets                                list the built-in targets
     vpuc sim PROGRAM.s / vpuc disasm PROGRAM.bin  the simulator on hand-written programs
@@ -210,6 +211,10 @@ def _parser() -> argparse.ArgumentParser:
     from vpuc.compiler.regress import cli as regress_cli
 
     regress_cli.add_command(sub)  # vpuc regress DIR: docs/regress.md
+
+    from vpuc.compiler.sweep import cli as sweep_cli
+
+    sweep_cli.add_command(sub)  # vpuc sweep MODEL --param ...: docs/sweep.md
 
     p = sub.add_parser("zoo", help="write the example models (ONNX) to a folder")
     p.add_argument("outdir", help="folder to write <name>.onnx files into")

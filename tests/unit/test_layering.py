@@ -16,7 +16,10 @@ ALLOWED = {
     "runtime": {"vpuc.runtime", "vpuc.sim", "vpuc.targets"},
     "examples": {"vpuc.examples"},
 }
-JOINS = {REPO / "compiler" / "cli.py"}  # the CLI calls runtime/cli.py for run, sim, asm, disasm
+JOINS = {
+    REPO / "compiler" / "cli.py",  # the CLI calls runtime/cli.py for run, sim, asm, disasm
+    REPO / "compiler" / "sweep" / "evaluate.py",  # vpuc sweep simulates each point's programs
+}
 
 
 def _imports(path: Path) -> list[str]:
@@ -58,7 +61,7 @@ STAGES = [
     ("Relax reader", ["lower.reader", "lower"]),
     ("host", ["host"]),
     ("driver", ["driver", "reports"]),
-    ("commands", ["tune", "regress"]),
+    ("commands", ["tune", "regress", "sweep"]),
     ("cli", ["cli", "cli_commands", "cli_options"]),
 ]
 
