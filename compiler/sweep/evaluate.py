@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -86,9 +87,7 @@ def evaluate(front: Front, target: Target, fronts: dict | None = None) -> dict:
     except CompileError as exc:
         return _record("infeasible", str(exc), None, start)
     if not prepared.programs:
-        reasons = [op["reason"] for op in prepared.partition.report["ops"] if op["device"] == "cpu"]
-        reason = "no layer runs on the VPU" + (f": {reasons[0]}" if reasons else "")
-        return _record("infeasible", reason, None, start)
+        return _record("infeasible", _host_only_reason(prepared.partition.report["ops"]), None, start)
     lowered = time.perf_counter()
     try:
         runs = [_simulate(program, target) for program in prepared.programs]
@@ -101,6 +100,22 @@ def evaluate(front: Front, target: Target, fronts: dict | None = None) -> dict:
         "simulate_s": round(time.perf_counter() - lowered, 4),
     }
     return record
+
+
+MAC_OPS = ("Conv", "ConvInteger", "QLinearConv", "Gemm", "MatMul", "MatMulInteger", "QLinearMatMul")
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _host_only_reason(ops: list[dict]) -> str:
+    """Why nothing runs on the VPU: the most common reason of the CPU's MAC ops (else of
+    its other ops, Q/DQ last), as the partition report gives it."""
+    cpu = [op for op in ops if op["device"] == "cpu"]
+    for pick in (lambda op: op["op"] in MAC_OPS, lambda op: op["op"] not in QDQ_OPS, lambda op: True):
+        reasons = Counter(op["reason"] for op in cpu if pick(op))
+        if reasons:
+            reason, count = reasons.most_common(1)[0]
+            return f"no layer runs on the VPU ({len(cpu)} ops on the CPU; {count} of them: {reason})"
+    return "no layer runs on the VPU"
 
 
 def _record(status: str, reason: str | None, figures: dict | None, start: float) -> dict:
