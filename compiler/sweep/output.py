@@ -76,6 +76,7 @@ def write_plots(result: dict, folder: Path) -> list[str]:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return []
     written = []
@@ -106,6 +107,13 @@ def write_plots(result: dict, folder: Path) -> list[str]:
             xscale="log",
             title=f"{model}: {len(ok)} points",
         )
+        ticks = [
+            t
+            for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
+            if min(area) / 1.5 <= t <= max(area) * 1.5
+        ]
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.legend(loc="upper right")
         written += _save(fig, folder / f"{stem}pareto", plt)
         for param in result["params"]:
