@@ -37,7 +37,11 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "issue_cycles": (0, 1 << 16),
     "sram_bytes_per_cycle": (1, 1 << 16),
     "mac_grouped_pixels_per_cycle": (1, 1024),
+    "flash_bytes_per_cycle": (1, 1 << 16),
+    "flash_latency_cycles": (0, 1 << 20),
+    "flash_burst_bytes": (1, 1 << 16),
 }
+WEIGHT_REGIONS = ("dram", "flash")
 # Throughputs in elements per cycle: any positive number (U55's output unit does 0.75 cycles
 # an element), at most the vector unit's lanes.
 RATE_HARDWARE = VECTOR_RATES
@@ -49,6 +53,10 @@ OPTIONAL_HARDWARE = (
     "sram_bytes_per_cycle",
     "mac_grouped_pixels_per_cycle",
     *RATE_HARDWARE,
+    "weights_in",
+    "flash_bytes_per_cycle",
+    "flash_latency_cycles",
+    "flash_burst_bytes",
 )
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
 
@@ -176,7 +184,7 @@ def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
 def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
     if table is None:
         raise TargetError(f"{path}: hardware: a vpu target needs a [hardware] table")
-    _check_keys(path, "hardware", table, (*HARDWARE_RANGES, *RATE_HARDWARE))
+    _check_keys(path, "hardware", table, (*HARDWARE_RANGES, *RATE_HARDWARE, "weights_in"))
     values: dict[str, Any] = {}
     for f in fields(Hardware):
         if f.name not in table:
@@ -185,6 +193,14 @@ def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
             raise TargetError(f"{path}: hardware.{f.name}: missing")
         if f.name in RATE_HARDWARE:
             values[f.name] = _rate(path, table, f.name)
+            continue
+        if f.name == "weights_in":
+            region = _get(path, "hardware", table, f.name, str)
+            if region not in WEIGHT_REGIONS:
+                raise TargetError(
+                    f"{path}: hardware.weights_in: '{region}' is not one of {', '.join(WEIGHT_REGIONS)}"
+                )
+            values[f.name] = region
             continue
         value = _get(path, "hardware", table, f.name, int)
         low, high = HARDWARE_RANGES[f.name]
@@ -211,6 +227,11 @@ def _check_consistent(path: Path, values: dict[str, Any]) -> None:
                 f"{path}: hardware.{key}: {values[key]:g} elements per cycle is more than the "
                 f"vector unit's {lanes} lanes (hardware.vector_lanes)"
             )
+    if values.get("weights_in") == "flash" and not values.get("flash_bytes_per_cycle"):
+        raise TargetError(
+            f"{path}: hardware.weights_in: weights are placed in flash but the target has no flash "
+            "region (give hardware.flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes)"
+        )
     grouped = values.get("mac_grouped_pixels_per_cycle", 1)
     if grouped > values["mac_rows"]:
         raise TargetError(

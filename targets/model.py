@@ -54,6 +54,12 @@ class Hardware:
     vector_lut_per_cycle: float = 0.0
     vector_pool_per_cycle: float = 0.0  # window taps per cycle
     vector_requant_per_cycle: float = 0.0
+    # Where weights, scales and tables live (Vela's memory modes): "dram" (beside the feature
+    # maps) or "flash", a second, read-only region with its own figures (0: none).
+    weights_in: str = "dram"
+    flash_bytes_per_cycle: int = 0
+    flash_latency_cycles: int = 0
+    flash_burst_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.dram_burst_bytes <= 0:
@@ -73,10 +79,11 @@ class Hardware:
         return self.lut_entries > 0
 
     def dram_cycles(self, nbytes: int) -> int:
-        """Cycles for one contiguous DRAM<->SRAM transfer of `nbytes`: latency + whole bursts
-        (targets/isa/cost.py `dma_cycles` is the general, strided form)."""
+        """Cycles of one DMA instruction moving `nbytes` contiguous bytes DRAM<->SRAM: issue +
+        latency + whole bursts (targets/isa/cost.py `dma_cycles` is the general, strided form)."""
         burst = self.dram_burst_bytes
-        return self.dram_latency_cycles + -(-(-(-nbytes // burst) * burst) // self.dram_bytes_per_cycle)
+        bursts = -(-(-(-nbytes // burst) * burst) // self.dram_bytes_per_cycle)
+        return self.issue_cycles + self.dram_latency_cycles + bursts
 
     def host_link_cycles(self, nbytes: int) -> int:
         """Cycles for one host<->VPU transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""
@@ -169,8 +176,9 @@ class Target:
         }
         if self.hardware is not None:
             hw = {name: getattr(self.hardware, name) for name in Hardware.__dataclass_fields__}
-            if not hw["sram_bytes_per_cycle"]:  # not limited: the key left out, as in the TOML
-                del hw["sram_bytes_per_cycle"]
+            for key in ("sram_bytes_per_cycle", "flash_bytes_per_cycle", "flash_burst_bytes"):
+                if not hw[key]:  # not limited / no flash: the key left out, as in the TOML
+                    del hw[key]
             out["hardware"] = hw
         if self.ops:
             out["ops"] = self.ops

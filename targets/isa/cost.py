@@ -14,7 +14,9 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
     DMA     dram_latency_cycles + max(DRAM side, SRAM side): DRAM side
             ceil(bursts * dram_burst_bytes / dram_bytes_per_cycle), bursts = sum over the
             DRAM-side contiguous runs of ceil(run / dram_burst_bytes); SRAM side the sum over
-            the SRAM-side runs of ceil(run / min(dram_bytes_per_cycle, sram_bytes_per_cycle))
+            the SRAM-side runs of ceil(run / min(dram_bytes_per_cycle, sram_bytes_per_cycle));
+            a transfer of the constant region (region = 1) on a target with weights_in =
+            "flash" takes flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes
     MAC     blocks * max(pixels', mac_weight_load_cycles) + mac_weight_load_cycles
             + mac_rows + mac_cols; a block is one rows x cols weight tile of one kernel tap;
             pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from vpuc.targets.isa.formats import (
     Add,
@@ -113,9 +116,22 @@ def dma_cycles(
     return hw.dram_latency_cycles + max(dram, sram)
 
 
+def flash_view(hw: Hardware) -> Hardware:
+    """The figures a constant-region transfer sees: flash's bandwidth, latency and burst when
+    the target keeps its weights there (weights_in = "flash"), else DRAM's own."""
+    if hw.weights_in != "flash":
+        return hw
+    return replace(
+        hw,
+        dram_bytes_per_cycle=hw.flash_bytes_per_cycle,
+        dram_latency_cycles=hw.flash_latency_cycles,
+        dram_burst_bytes=hw.flash_burst_bytes or hw.flash_bytes_per_cycle,
+    )
+
+
 def _dma(i: Dma, hw: Hardware) -> int:
     return dma_cycles(
-        hw,
+        flash_view(hw) if getattr(i, "region", 0) else hw,
         i.row_bytes,
         i.rows,
         i.planes,
