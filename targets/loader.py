@@ -42,6 +42,7 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "flash_burst_bytes": (1, 1 << 16),
 }
 WEIGHT_REGIONS = ("dram", "flash")
+FEATURE_MAP_HOMES = ("sram", "dram")
 # Throughputs in elements per cycle: any positive number (U55's output unit does 0.75 cycles
 # an element), at most the vector unit's lanes.
 RATE_HARDWARE = VECTOR_RATES
@@ -54,6 +55,7 @@ OPTIONAL_HARDWARE = (
     "mac_grouped_pixels_per_cycle",
     *RATE_HARDWARE,
     "weights_in",
+    "feature_maps_in",
     "flash_bytes_per_cycle",
     "flash_latency_cycles",
     "flash_burst_bytes",
@@ -184,7 +186,7 @@ def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
 def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
     if table is None:
         raise TargetError(f"{path}: hardware: a vpu target needs a [hardware] table")
-    _check_keys(path, "hardware", table, (*HARDWARE_RANGES, *RATE_HARDWARE, "weights_in"))
+    _check_keys(path, "hardware", table, (*HARDWARE_RANGES, *RATE_HARDWARE, "weights_in", "feature_maps_in"))
     values: dict[str, Any] = {}
     for f in fields(Hardware):
         if f.name not in table:
@@ -194,12 +196,11 @@ def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
         if f.name in RATE_HARDWARE:
             values[f.name] = _rate(path, table, f.name)
             continue
-        if f.name == "weights_in":
+        if f.name in ("weights_in", "feature_maps_in"):
             region = _get(path, "hardware", table, f.name, str)
-            if region not in WEIGHT_REGIONS:
-                raise TargetError(
-                    f"{path}: hardware.weights_in: '{region}' is not one of {', '.join(WEIGHT_REGIONS)}"
-                )
+            allowed = WEIGHT_REGIONS if f.name == "weights_in" else FEATURE_MAP_HOMES
+            if region not in allowed:
+                raise TargetError(f"{path}: hardware.{f.name}: '{region}' is not one of {', '.join(allowed)}")
             values[f.name] = region
             continue
         value = _get(path, "hardware", table, f.name, int)

@@ -57,6 +57,9 @@ class Hardware:
     # Where weights, scales and tables live (Vela's memory modes): "dram" (beside the feature
     # maps) or "flash", a second, read-only region with its own figures (0: none).
     weights_in: str = "dram"
+    # Where intermediate feature maps live: "sram" (resident in the scratchpad while they
+    # fit) or "dram" (the scratchpad only buffers tiles; Ethos-U's arena in AXI SRAM).
+    feature_maps_in: str = "sram"
     flash_bytes_per_cycle: int = 0
     flash_latency_cycles: int = 0
     flash_burst_bytes: int = 0

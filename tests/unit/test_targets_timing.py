@@ -30,6 +30,7 @@ def _target(tmp_path, hardware: str):
         ),
         ('weights_in = "flash"', r"t.toml: hardware.weights_in: weights are placed in flash but the target"),
         ('weights_in = "tape"', r"t.toml: hardware.weights_in: 'tape' is not one of dram, flash"),
+        ('feature_maps_in = "flash"', r"t.toml: hardware.feature_maps_in: 'flash' is not one of sram, dram"),
         ("mac_grouped_pixels_per_cycle = 17", r"t.toml: hardware.mac_grouped_pixels_per_cycle: 17 pixels"),
         ("flash_bytes_per_cycle = 0", r"t.toml: hardware.flash_bytes_per_cycle: 0 is out of range"),
     ],
