@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vpuc.targets.constraints import KEYED
-from vpuc.targets.model import Hardware, HostOptions, Numerics, Target, TargetError
+from vpuc.targets.model import VECTOR_RATES, Hardware, HostOptions, Numerics, Target, TargetError
 from vpuc.targets.ops import OP_KINDS
 
 BUILTIN_DIR = Path(__file__).resolve().parent
@@ -34,8 +34,32 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "lut_entries": (0, 65536),
     "dram_burst_bytes": (1, 1 << 16),
     "mac_weight_load_cycles": (1, 1 << 16),
+    "issue_cycles": (0, 1 << 16),
+    "sram_bytes_per_cycle": (1, 1 << 16),
+    "mac_grouped_pixels_per_cycle": (1, 1024),
+    "flash_bytes_per_cycle": (1, 1 << 16),
+    "flash_latency_cycles": (0, 1 << 20),
+    "flash_burst_bytes": (1, 1 << 16),
 }
-OPTIONAL_HARDWARE = ("lut_entries", "dram_burst_bytes", "mac_weight_load_cycles")
+WEIGHT_REGIONS = ("dram", "flash")
+FEATURE_MAP_HOMES = ("sram", "dram")
+# Throughputs in elements per cycle: any positive number (U55's output unit does 0.75 cycles
+# an element), at most the vector unit's lanes.
+RATE_HARDWARE = VECTOR_RATES
+OPTIONAL_HARDWARE = (
+    "lut_entries",
+    "dram_burst_bytes",
+    "mac_weight_load_cycles",
+    "issue_cycles",
+    "sram_bytes_per_cycle",
+    "mac_grouped_pixels_per_cycle",
+    *RATE_HARDWARE,
+    "weights_in",
+    "feature_maps_in",
+    "flash_bytes_per_cycle",
+    "flash_latency_cycles",
+    "flash_burst_bytes",
+)
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
 
 
@@ -162,19 +186,59 @@ def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
 def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
     if table is None:
         raise TargetError(f"{path}: hardware: a vpu target needs a [hardware] table")
-    _check_keys(path, "hardware", table, tuple(HARDWARE_RANGES))
-    values = {}
+    _check_keys(path, "hardware", table, (*HARDWARE_RANGES, *RATE_HARDWARE, "weights_in", "feature_maps_in"))
+    values: dict[str, Any] = {}
     for f in fields(Hardware):
         if f.name not in table:
             if f.name in OPTIONAL_HARDWARE:
                 continue
             raise TargetError(f"{path}: hardware.{f.name}: missing")
+        if f.name in RATE_HARDWARE:
+            values[f.name] = _rate(path, table, f.name)
+            continue
+        if f.name in ("weights_in", "feature_maps_in"):
+            region = _get(path, "hardware", table, f.name, str)
+            allowed = WEIGHT_REGIONS if f.name == "weights_in" else FEATURE_MAP_HOMES
+            if region not in allowed:
+                raise TargetError(f"{path}: hardware.{f.name}: '{region}' is not one of {', '.join(allowed)}")
+            values[f.name] = region
+            continue
         value = _get(path, "hardware", table, f.name, int)
         low, high = HARDWARE_RANGES[f.name]
         if not low <= value <= high:
             raise TargetError(f"{path}: hardware.{f.name}: {value} is out of range [{low}, {high}]")
         values[f.name] = value
+    _check_consistent(path, values)
     return Hardware(**values)
+
+
+def _rate(path: Path, table: dict[str, Any], key: str) -> float:
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise TargetError(f"{path}: hardware.{key}: must be elements per cycle > 0, got {value!r}")
+    return float(value)
+
+
+def _check_consistent(path: Path, values: dict[str, Any]) -> None:
+    """Figures that contradict each other: a unit faster than its own lanes or rows."""
+    lanes = values["vector_lanes"]
+    for key in RATE_HARDWARE:
+        if values.get(key, 0) > lanes:
+            raise TargetError(
+                f"{path}: hardware.{key}: {values[key]:g} elements per cycle is more than the "
+                f"vector unit's {lanes} lanes (hardware.vector_lanes)"
+            )
+    if values.get("weights_in") == "flash" and not values.get("flash_bytes_per_cycle"):
+        raise TargetError(
+            f"{path}: hardware.weights_in: weights are placed in flash but the target has no flash "
+            "region (give hardware.flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes)"
+        )
+    grouped = values.get("mac_grouped_pixels_per_cycle", 1)
+    if grouped > values["mac_rows"]:
+        raise TargetError(
+            f"{path}: hardware.mac_grouped_pixels_per_cycle: {grouped} pixels per cycle needs "
+            f"more than the array's {values['mac_rows']} rows (hardware.mac_rows)"
+        )
 
 
 def _ops(path: Path, table: dict[str, Any], hardware: Hardware | None) -> dict[str, dict[str, Any]]:

@@ -16,6 +16,16 @@ class TargetError(ValueError):
     """A target name or file that cannot be used; the message names the file and key."""
 
 
+VECTOR_RATES = (
+    "vector_add_per_cycle",
+    "vector_mul_per_cycle",
+    "vector_clip_per_cycle",
+    "vector_lut_per_cycle",
+    "vector_pool_per_cycle",
+    "vector_requant_per_cycle",
+)
+
+
 @dataclass(frozen=True)
 class Hardware:
     """The VPU's hardware figures (units in the names)."""
@@ -32,12 +42,36 @@ class Hardware:
     lut_entries: int = 0
     dram_burst_bytes: int = 0  # 0: one beat (dram_bytes_per_cycle); the loader fills it in
     mac_weight_load_cycles: int = 0  # 0: mac_rows (one array row per cycle); the loader fills it in
+    # The timing terms of docs/targets.md "Issue, scratchpad and vector throughput". Left out
+    # of a TOML file, each takes the value that leaves the cost as it was before the term
+    # existed (no issue cost, no scratchpad limit, one element per lane per cycle).
+    issue_cycles: int = 0  # cycles every instruction holds its unit before its work starts
+    sram_bytes_per_cycle: int = 0  # scratchpad bytes per unit per cycle; 0: not limited
+    mac_grouped_pixels_per_cycle: int = 1  # pixels a block-diagonal (depthwise) block takes a cycle
+    vector_add_per_cycle: float = 0.0  # elements per cycle; 0: vector_lanes
+    vector_mul_per_cycle: float = 0.0
+    vector_clip_per_cycle: float = 0.0
+    vector_lut_per_cycle: float = 0.0
+    vector_pool_per_cycle: float = 0.0  # window taps per cycle
+    vector_requant_per_cycle: float = 0.0
+    # Where weights, scales and tables live (Vela's memory modes): "dram" (beside the feature
+    # maps) or "flash", a second, read-only region with its own figures (0: none).
+    weights_in: str = "dram"
+    # Where intermediate feature maps live: "sram" (resident in the scratchpad while they
+    # fit) or "dram" (the scratchpad only buffers tiles; Ethos-U's arena in AXI SRAM).
+    feature_maps_in: str = "sram"
+    flash_bytes_per_cycle: int = 0
+    flash_latency_cycles: int = 0
+    flash_burst_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.dram_burst_bytes <= 0:
             object.__setattr__(self, "dram_burst_bytes", self.dram_bytes_per_cycle)
         if self.mac_weight_load_cycles <= 0:
             object.__setattr__(self, "mac_weight_load_cycles", self.mac_rows)
+        for name in VECTOR_RATES:
+            if getattr(self, name) <= 0:
+                object.__setattr__(self, name, float(self.vector_lanes))
 
     @property
     def macs_per_cycle(self) -> int:
@@ -48,10 +82,11 @@ class Hardware:
         return self.lut_entries > 0
 
     def dram_cycles(self, nbytes: int) -> int:
-        """Cycles for one contiguous DRAM<->SRAM transfer of `nbytes`: latency + whole bursts
-        (targets/isa/cost.py `dma_cycles` is the general, strided form)."""
+        """Cycles of one DMA instruction moving `nbytes` contiguous bytes DRAM<->SRAM: issue +
+        latency + whole bursts (targets/isa/cost.py `dma_cycles` is the general, strided form)."""
         burst = self.dram_burst_bytes
-        return self.dram_latency_cycles + -(-(-(-nbytes // burst) * burst) // self.dram_bytes_per_cycle)
+        bursts = -(-(-(-nbytes // burst) * burst) // self.dram_bytes_per_cycle)
+        return self.issue_cycles + self.dram_latency_cycles + bursts
 
     def host_link_cycles(self, nbytes: int) -> int:
         """Cycles for one host<->VPU transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""
@@ -143,7 +178,11 @@ class Target:
             "numerics": {"requant": self.numerics.requant},
         }
         if self.hardware is not None:
-            out["hardware"] = {name: getattr(self.hardware, name) for name in Hardware.__dataclass_fields__}
+            hw = {name: getattr(self.hardware, name) for name in Hardware.__dataclass_fields__}
+            for key in ("sram_bytes_per_cycle", "flash_bytes_per_cycle", "flash_burst_bytes"):
+                if not hw[key]:  # not limited / no flash: the key left out, as in the TOML
+                    del hw[key]
+            out["hardware"] = hw
         if self.ops:
             out["ops"] = self.ops
         return out

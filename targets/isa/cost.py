@@ -5,21 +5,34 @@ instruction's cycles from `instruction_cycles`, and the compiler's cost model an
 compile-time estimates (compiler/lower/codegen/estimate.py, compiler/partition/cost.py) read the
 same functions. What differs between the two sides (overlap between units, stalls on
 tokens, the schedule) is what the tests that compare them are about. docs/isa.md gives
-each formula in prose.
+each formula in prose; docs/targets.md defines every figure.
+
+Every instruction but END costs issue_cycles + its work. Scratchpad traffic: a unit moves at
+most sram_bytes_per_cycle bytes of SRAM a cycle (no limit when the target leaves it out), so
+an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
 
     DMA     dram_latency_cycles + max(DRAM side, SRAM side): DRAM side
             ceil(bursts * dram_burst_bytes / dram_bytes_per_cycle), bursts = sum over the
             DRAM-side contiguous runs of ceil(run / dram_burst_bytes); SRAM side the sum over
-            the SRAM-side runs of ceil(run / dram_bytes_per_cycle)
-    MAC     blocks * max(pixels, mac_weight_load_cycles) + mac_weight_load_cycles
-            + mac_rows + mac_cols; a block is one rows x cols weight tile of one kernel tap
-    VEC     requant ceil(channels / lanes) * pixels; add, mul, clip, lut
-            ceil(elements / lanes); pools ceil(channels / lanes) * out pixels * window
+            the SRAM-side runs of ceil(run / min(dram_bytes_per_cycle, sram_bytes_per_cycle));
+            a transfer of the constant region (region = 1) on a target with weights_in =
+            "flash" takes flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes
+    MAC     blocks * max(pixels', mac_weight_load_cycles) + mac_weight_load_cycles
+            + mac_rows + mac_cols; a block is one rows x cols weight tile of one kernel tap;
+            pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
+            groups share a block (depthwise). SRAM bytes: the input once per column block,
+            the weights, the int32 output (twice when accumulating) and the biases
+    VEC     the unit works in vector_lanes-wide vectors at its kind's rate r (elements per
+            cycle, vector_<kind>_per_cycle): ceil(vectors * vector_lanes / r); requant
+            vectors = ceil(channels / lanes) * pixels; add, mul, clip, lut
+            ceil(elements / lanes); pools ceil(channels / lanes) * out pixels * window taps
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from vpuc.targets.isa.formats import (
     Add,
@@ -98,13 +111,27 @@ def dma_cycles(
     sram_runs, sram_run_bytes = dram_runs(
         row_bytes, rows, planes, *(sram_strides or (row_bytes, rows * row_bytes))
     )
-    sram = sram_runs * ceil_div(sram_run_bytes, hw.dram_bytes_per_cycle)
+    port = min(hw.dram_bytes_per_cycle, hw.sram_bytes_per_cycle or hw.dram_bytes_per_cycle)
+    sram = sram_runs * ceil_div(sram_run_bytes, port)
     return hw.dram_latency_cycles + max(dram, sram)
+
+
+def flash_view(hw: Hardware) -> Hardware:
+    """The figures a constant-region transfer sees: flash's bandwidth, latency and burst when
+    the target keeps its weights there (weights_in = "flash"), else DRAM's own."""
+    if hw.weights_in != "flash":
+        return hw
+    return replace(
+        hw,
+        dram_bytes_per_cycle=hw.flash_bytes_per_cycle,
+        dram_latency_cycles=hw.flash_latency_cycles,
+        dram_burst_bytes=hw.flash_burst_bytes or hw.flash_bytes_per_cycle,
+    )
 
 
 def _dma(i: Dma, hw: Hardware) -> int:
     return dma_cycles(
-        hw,
+        flash_view(hw) if getattr(i, "region", 0) else hw,
         i.row_bytes,
         i.rows,
         i.planes,
@@ -116,29 +143,83 @@ def _dma(i: Dma, hw: Hardware) -> int:
 # --- MAC array -----------------------------------------------------------------------------
 
 
+def groups_per_block(hw: Hardware, groups: int, cin_g: int, cout_g: int) -> int:
+    """Groups that share one weight block side by side (1 unless they are narrow)."""
+    return max(1, min(groups, hw.mac_rows // cin_g, hw.mac_cols // cout_g))
+
+
 def mac_blocks(hw: Hardware, groups: int, cin_g: int, cout_g: int) -> int:
     """Weight tiles of one kernel tap: groups too narrow for the array share it side by side
     (block-diagonal, as for depthwise), wider ones take ceil(cin/rows) x ceil(cout/cols)."""
-    packed = max(1, min(groups, hw.mac_rows // cin_g, hw.mac_cols // cout_g))
+    packed = groups_per_block(hw, groups, cin_g, cout_g)
     return ceil_div(groups, packed) * ceil_div(cin_g, hw.mac_rows) * ceil_div(cout_g, hw.mac_cols)
 
 
-def mac_cycles(hw: Hardware, groups: int, cin_g: int, cout_g: int, pixels: int, taps: int = 1) -> int:
+def mac_cycles(
+    hw: Hardware,
+    groups: int,
+    cin_g: int,
+    cout_g: int,
+    pixels: int,
+    taps: int = 1,
+    accumulate: bool = False,
+    bias: bool = False,
+) -> int:
     """Every block streams `pixels` through the array while the next block's weights load
-    (double-buffered): max(pixels, weight load) each; plus the first load, fill and drain."""
+    (double-buffered): max(pixels, weight load) each; plus the first load, fill and drain.
+    Blocks shared by several groups (depthwise) take mac_grouped_pixels_per_cycle pixels a
+    cycle. At least the scratchpad time of the bytes it reads and writes (mac_sram_bytes)."""
     blocks = mac_blocks(hw, groups, cin_g, cout_g) * taps
     load = hw.mac_weight_load_cycles
-    return blocks * max(pixels, load) + load + hw.mac_rows + hw.mac_cols
+    streamed = pixels
+    if groups_per_block(hw, groups, cin_g, cout_g) > 1:
+        streamed = ceil_div(pixels, hw.mac_grouped_pixels_per_cycle)
+    compute = blocks * max(streamed, load) + load + hw.mac_rows + hw.mac_cols
+    traffic = mac_sram_bytes(hw, groups, cin_g, cout_g, pixels, taps, accumulate, bias)
+    return max(compute, _sram_cycles(hw, traffic))
+
+
+def mac_sram_bytes(
+    hw: Hardware,
+    groups: int,
+    cin_g: int,
+    cout_g: int,
+    pixels: int,
+    taps: int = 1,
+    accumulate: bool = False,
+    bias: bool = False,
+) -> int:
+    """Scratchpad bytes of one MAC instruction: every tap's input once per column block of
+    its group's outputs, each weight once, the int32 outputs (read too when accumulating),
+    the int32 biases."""
+    in_c, out_c = groups * cin_g, groups * cout_g
+    inputs = taps * pixels * in_c * ceil_div(cout_g, hw.mac_cols)
+    weights = taps * cin_g * out_c
+    outputs = pixels * out_c * 4 * (2 if accumulate else 1)
+    return inputs + weights + outputs + (out_c * 4 if bias else 0)
+
+
+def _sram_cycles(hw: Hardware, nbytes: int) -> int:
+    return ceil_div(nbytes, hw.sram_bytes_per_cycle) if hw.sram_bytes_per_cycle else 0
 
 
 def _conv(i: Conv, hw: Hardware) -> int:
     out_h, out_w = conv_output_shape(i)
     taps = i.kernel_h * i.kernel_w
-    return mac_cycles(hw, i.groups, i.in_c // i.groups, i.out_c // i.groups, out_h * out_w, taps)
+    return mac_cycles(
+        hw,
+        i.groups,
+        i.in_c // i.groups,
+        i.out_c // i.groups,
+        out_h * out_w,
+        taps,
+        bool(i.accumulate),
+        bool(i.with_bias),
+    )
 
 
 def _matmul(i: Matmul, hw: Hardware) -> int:
-    return mac_cycles(hw, 1, i.k, i.n, i.m)
+    return mac_cycles(hw, 1, i.k, i.n, i.m, 1, bool(i.accumulate), bool(i.with_bias))
 
 
 def conv_macs(i: Conv) -> int:
@@ -149,21 +230,42 @@ def conv_macs(i: Conv) -> int:
 # --- vector unit ---------------------------------------------------------------------------
 
 
+def vector_cycles(hw: Hardware, vectors: int, rate: float, sram_bytes: int) -> int:
+    """`vectors` lanes-wide vectors at `rate` elements per cycle, or the scratchpad time of
+    `sram_bytes`, whichever is longer."""
+    compute = math.ceil(vectors * hw.vector_lanes / rate - 1e-9)
+    return max(compute, _sram_cycles(hw, sram_bytes))
+
+
 def _requant(i: Requant, hw: Hardware) -> int:
-    return ceil_div(i.channels, hw.vector_lanes) * i.pixels
+    vectors = ceil_div(i.channels, hw.vector_lanes) * i.pixels
+    return vector_cycles(hw, vectors, hw.vector_requant_per_cycle, 5 * i.pixels * i.channels)
 
 
-def _elementwise(i: Add | Clip | Lut, hw: Hardware) -> int:
-    return ceil_div(i.count, hw.vector_lanes)
+def _add(i: Add, hw: Hardware) -> int:
+    return vector_cycles(hw, ceil_div(i.count, hw.vector_lanes), hw.vector_add_per_cycle, 3 * i.count)
+
+
+def _clip(i: Clip, hw: Hardware) -> int:
+    return vector_cycles(hw, ceil_div(i.count, hw.vector_lanes), hw.vector_clip_per_cycle, 2 * i.count)
+
+
+def _lut(i: Lut, hw: Hardware) -> int:
+    return vector_cycles(hw, ceil_div(i.count, hw.vector_lanes), hw.vector_lut_per_cycle, 2 * i.count + 256)
 
 
 def _mul(i: Mul, hw: Hardware) -> int:
-    return ceil_div(i.pixels * i.channels, hw.vector_lanes)
+    elements = i.pixels * i.channels
+    b = i.channels if i.broadcast_b else elements
+    return vector_cycles(hw, ceil_div(elements, hw.vector_lanes), hw.vector_mul_per_cycle, 2 * elements + b)
 
 
 def _pool(i: MaxPool | AvgPool, hw: Hardware) -> int:
     out_h, out_w = pool_output_shape(i)
-    return ceil_div(i.channels, hw.vector_lanes) * out_h * out_w * i.kernel_h * i.kernel_w
+    taps = out_h * out_w * i.kernel_h * i.kernel_w
+    vectors = ceil_div(i.channels, hw.vector_lanes) * taps
+    traffic = taps * i.channels + out_h * out_w * i.channels
+    return vector_cycles(hw, vectors, hw.vector_pool_per_cycle, traffic)
 
 
 CYCLES: dict[Opcode, Callable[[Instruction, Hardware], int]] = {
@@ -172,10 +274,10 @@ CYCLES: dict[Opcode, Callable[[Instruction, Hardware], int]] = {
     Opcode.CONV: _conv,
     Opcode.MATMUL: _matmul,
     Opcode.REQUANT: _requant,
-    Opcode.ADD: _elementwise,
+    Opcode.ADD: _add,
     Opcode.MUL: _mul,
-    Opcode.CLIP: _elementwise,
-    Opcode.LUT: _elementwise,
+    Opcode.CLIP: _clip,
+    Opcode.LUT: _lut,
     Opcode.MAXPOOL: _pool,
     Opcode.AVGPOOL: _pool,
     Opcode.END: lambda i, hw: 0,
@@ -183,8 +285,11 @@ CYCLES: dict[Opcode, Callable[[Instruction, Hardware], int]] = {
 
 
 def instruction_cycles(instruction: Instruction, hw: Hardware) -> int:
-    """Cycles `instruction` keeps its unit busy (its fields must already be valid)."""
-    return CYCLES[instruction.opcode](instruction, hw)
+    """Cycles `instruction` keeps its unit busy (its fields must already be valid): its
+    issue cost, then its work."""
+    if instruction.opcode == Opcode.END:
+        return 0
+    return hw.issue_cycles + CYCLES[instruction.opcode](instruction, hw)
 
 
 def instruction_macs(instruction: Instruction) -> int:

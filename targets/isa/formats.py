@@ -137,6 +137,7 @@ class Dma(Instruction):
     dram_plane_stride: int = u(224, 32, "DRAM bytes from one plane to the next", 0)
     sram_row_stride: int = u(256, 32, "SRAM bytes from one row to the next", 0)
     sram_plane_stride: int = u(288, 32, "SRAM bytes from one plane to the next", 0)
+    region: int = u(320, 1, "1: the DRAM side is in the constant region (flash where the target has one)", 0)
 
 
 @instruction_format(Opcode.CONV)

@@ -2,7 +2,7 @@
 program, simulated from its inputs, is bit-exact with the numpy int8 reference of its op
 list; each layer is within 1 LSB of the QDQ reference (TVM evaluating the layer's
 composite in float QDQ semantics, which equals onnxruntime on QDQ with optimisations off)
-from the same int8 inputs; the compile-time estimate is within 10% of the simulated cycles.
+from the same int8 inputs; the compile-time estimate is within 4% of the simulated cycles.
 The share of exact elements is printed (pytest -s)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _simulate(prepared, program, seed=0):
     return inputs, result, outputs
 
 
-def test_programs_are_bit_exact_and_estimated_within_ten_percent(compiled):
+def test_programs_are_bit_exact_and_estimated_within_four_percent(compiled):
     name, prepared = compiled
     assert prepared.programs, f"{name}: no VPU program"
     provenance = prepared.quantized.provenance
@@ -74,7 +74,7 @@ def test_programs_are_bit_exact_and_estimated_within_ten_percent(compiled):
             np.testing.assert_array_equal(got, expected[out_name], err_msg=f"{name} {out_name}")
         ratio = program.estimate["cycles"] / result.stats.total_cycles
         print(f"{name} sg{program.index}: {result.stats.total_cycles} cycles, estimate/simulated {ratio:.3f}")
-        assert 0.9 <= ratio <= 1.1
+        assert 0.96 <= ratio <= 1.04
 
 
 def _composites(func: relax.Function) -> dict[tuple[str, ...], relax.Function]:

@@ -128,7 +128,7 @@ def test_unsynchronised_access_is_a_race(vpu):
     error = sim_error(vpu, program)
     assert error.pc == 1
     assert "race: reads SRAM [1024, 1040) from cycle 0, but pc 0 'load dram=0 sram=0 " in str(error)
-    assert "writes it until cycle 320" in str(error)
+    assert "writes it until cycle 322" in str(error)  # issue 2 + latency 64 + 4096 B / 16 B
 
 
 def test_strided_blocks_that_interleave_without_touching_are_no_race(vpu):

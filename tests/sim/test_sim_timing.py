@@ -2,7 +2,8 @@
 bandwidth, a gather of short rows pays a burst per row, a conv pays a weight load per block
 when its tile is too short to hide it, independent units overlap (max), dependent ones add
 up (sum), a double-buffered loop runs at the compute bound, and every cost comes from the
-Target's numbers."""
+Target's numbers. These are the base terms: the targets here have no issue cost and no
+scratchpad limit (`bare`); tests/sim/test_sim_timing_terms.py computes those by hand."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ import pytest
 
 from vpuc.sim import Add, AvgPool, Conv, Dma, End, Matmul, Mul, Opcode, Requant, Simulator
 from vpuc.targets import load_target
+
+
+def bare(target):
+    """`target` without the issue cost and the scratchpad limit (docs/targets.md)."""
+    hw = dataclasses.replace(target.hardware, issue_cycles=0, sram_bytes_per_cycle=0)
+    return dataclasses.replace(target, hardware=hw)
+
+
+@pytest.fixture(scope="module")
+def vpu():
+    return bare(load_target("vpu"))
 
 
 def load(nbytes, sram=0, **tokens):
@@ -45,7 +57,7 @@ CONV_3X3_CYCLES = 2 * 2 * 9 * 64 + 16 + 16 + 16  # 2352
 @pytest.mark.parametrize("target_name", ["vpu", "vpu-plus"])
 @pytest.mark.parametrize("nbytes", [1, 15, 16, 17, 4096, 100_001])
 def test_one_dma_takes_latency_plus_bursts_over_bandwidth(target_name, nbytes):
-    target = load_target(target_name)
+    target = bare(load_target(target_name))
     hw = target.hardware
     result = Simulator(target).run([load(nbytes), End()])
     bursts = -(-nbytes // hw.dram_burst_bytes)
@@ -184,7 +196,7 @@ def test_matrix_vector_product_shows_the_weight_load(vpu):
 def test_a_gather_of_one_byte_rows_pays_a_burst_per_row(target_name):
     """4096 one-byte rows, 4096 bytes apart in DRAM: 4096 bursts, against 4096 / burst
     bursts for the same bytes in one contiguous load."""
-    target = load_target(target_name)
+    target = bare(load_target(target_name))
     hw = target.hardware
     gather = Dma(
         opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1, rows=4096, dram_row_stride=4096, sram_row_stride=1

@@ -84,7 +84,8 @@ class VpuProgram:
 def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
     """The program of one subgraph; LowerError names the layer that cannot be lowered."""
     hw = target.hardware
-    placement = place(subgraph, hw.sram_bytes, lambda op, p: min_working_set(op, p, target))
+    resident = hw.feature_maps_in == "sram"
+    placement = place(subgraph, hw.sram_bytes, lambda op, p: min_working_set(op, p, target), resident)
     failure = None
     for factor, apart in ATTEMPTS:
         plans = _plan_layers(subgraph, placement, target, factor)

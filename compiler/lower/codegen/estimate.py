@@ -6,8 +6,9 @@ order the emitter gives them (by key: loads a tile ahead, stores a tile behind),
 unit in order, each event after the events it depends on (its buffer's previous reader,
 the load that fills its operand, the compute that fills its accumulators). That is the
 schedule the emitted tokens enforce, at the grain of tiles; the simulator runs the
-instructions themselves, with the exact token waits. tests/lower/test_estimate.py keeps the
-two within 10% on every zoo subgraph.
+instructions themselves, with the exact token waits. tests/lower/test_zoo_programs.py keeps
+the two within 4% on every zoo subgraph, tests/lower/test_estimate_check.py on the anchors
+too, and shows that a cost changed on the simulator's side alone breaks that.
 
     pipeline(events, deps, clock) -> (finish times, clock after)
 """

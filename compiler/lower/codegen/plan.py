@@ -19,6 +19,10 @@ from typing import Any
 
 from vpuc.targets.isa.formats import Instruction, Opcode, Unit
 
+# Names of a layer's constant blobs (weights, parameters, tables: f"blob{index}.weights"):
+# the transfers that read them are the constant region's (targets/isa/cost.py, flash_view).
+BLOB_PREFIX = "blob"
+
 
 @dataclass
 class Storage:

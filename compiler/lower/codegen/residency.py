@@ -51,10 +51,19 @@ class Placement:
 
 
 def place(
-    subgraph: vops.Subgraph, sram_bytes: int, min_working_set: Callable[[vops.Op, Placement], int]
+    subgraph: vops.Subgraph,
+    sram_bytes: int,
+    min_working_set: Callable[[vops.Op, Placement], int],
+    resident: bool = True,
 ) -> Placement:
-    """Homes for every tensor, spilling SRAM-resident ones where a layer would not fit."""
+    """Homes for every tensor, spilling SRAM-resident ones where a layer would not fit.
+    `resident` False: every intermediate lives in DRAM (a target whose scratchpad only
+    buffers tiles, as Ethos-U's feature maps live in the SRAM behind its AXI port)."""
     placement = _initial(subgraph)
+    if not resident:
+        for storage in placement.storages.values():
+            if storage.home == "sram":
+                storage.home = "dram"
     for index, op in enumerate(subgraph.ops):
         while placement.resident_bytes_at(index) + min_working_set(op, placement) > sram_bytes:
             victim = _largest_resident(placement, index)

@@ -8,7 +8,7 @@ channels-last tile (each channel's rows are one contiguous DRAM run).
 
 from __future__ import annotations
 
-from vpuc.compiler.lower.codegen.plan import Addr, Spec, View
+from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, Spec, View
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.formats import Dma, Opcode
 
@@ -98,6 +98,8 @@ def _dma(
     sram_plane: int = 0,
 ) -> Spec:
     fields = {"opcode": opcode, "dram": dram, "sram": sram, "row_bytes": row_bytes, "rows": rows}
+    if dram.base.startswith(BLOB_PREFIX):  # a layer's weights, parameters or table
+        fields["region"] = 1  # the constant region: flash where the target keeps weights there
     if rows > 1:
         fields.update(dram_row_stride=dram_row, sram_row_stride=sram_row)
     if planes > 1:

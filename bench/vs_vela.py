@@ -1,0 +1,150 @@
+"""Benchmark: vpuc's u55-256 model against Arm Vela's figures for Ethos-U55-256, per layer.
+
+Compiles the anchors' ONNX QDQ forms (../shared/anchors: resnet8, tinyconv, <m>_int8_qdq.onnx)
+for `u55-256` (Vela's default memory mode, Shared_Sram: weights in off-chip flash) and
+`u55-256-sram` (Sram_Only), runs every VPU program on the simulator and holds its cycles
+against Vela 5.2's for the same model and mode (vela_u55_256_hee_{shared_sram,sram_only}.json).
+A layer's vpuc cycles are its span in the simulated timeline (start of its first instruction
+to the end of its last: neighbours overlap, so spans add up to more than the total); Vela's
+are its per-source-op cycles. Layers match by their TFLite names (tf2onnx keeps them). Ops
+vpuc leaves on the CPU are listed as such. Goals (docs/targets.md): per op class the median
+of vpuc / Vela within +-20%, per model total within +-10%, in both memory modes.
+
+    python bench/vs_vela.py [--anchors ../shared/anchors] [--models resnet8,tinyconv]
+
+Prints per layer, per op class and per model; writes bench/out/vs_vela.json:
+{"models": {model: {mode: {"total_ratio", "vpuc_cycles", "vela_cycles", "bytes", "layers",
+"classes"}}}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+from _common import write_json
+from rich.console import Console
+from rich.table import Table
+
+from vpuc.compiler.driver import CompileOptions, prepare_model
+from vpuc.sim import Simulator
+from vpuc.targets.isa.formats import Dma
+
+DEFAULT_ANCHORS = Path(__file__).resolve().parents[2] / "shared" / "anchors"
+MODES = {"u55-256": "shared_sram", "u55-256-sram": "sram_only"}
+CLASSES = {"Conv2D": "conv", "DepthwiseConv2D": "depthwise", "FullyConnected": "fc", "Add": "add",
+           "MaxPool": "pool/mean", "AvgPool": "pool/mean", "Mean": "pool/mean",
+           "Softmax": "softmax"}  # fmt: skip
+GOALS = {"class_median": 0.20, "total": 0.10}
+
+
+def key(name: str) -> str:
+    """A layer's TFLite name without the suffixes the importer or Vela add."""
+    return name.split("_prequant")[0].removesuffix("_intermediate")
+
+
+def simulate(program, target):
+    rng = np.random.default_rng(0)
+    image = np.zeros(program.dram_bytes, np.uint8)
+    image[: len(program.blob)] = np.frombuffer(program.blob, np.uint8)
+    for b in program.inputs:
+        x = rng.integers(-128, 128, int(np.prod(b.shape))).astype(np.int8)
+        image[b.dram_address : b.dram_address + x.size] = x.view(np.uint8)
+    return Simulator(target).run(program.program, image)
+
+
+def vpuc_figures(onnx_path: Path, target_name: str) -> dict:
+    prepared = prepare_model(onnx_path, target_name, CompileOptions(calib_synthetic=8))
+    spans, total, estimate = {}, 0, 0
+    region_bytes = {"flash": 0, "dram": 0}
+    for program in prepared.programs:
+        stats = simulate(program, prepared.target).stats
+        total += stats.total_cycles
+        estimate += program.estimate["cycles"]
+        for layer in stats.layers:
+            spans[key(layer.name)] = layer.end_cycle - layer.start_cycle
+        for i in program.program.instructions:
+            if isinstance(i, Dma):
+                region = "flash" if i.region and prepared.target.hardware.weights_in == "flash" else "dram"
+                region_bytes[region] += i.row_bytes * i.rows * i.planes
+    return {"cycles": total, "estimate": estimate, "spans": spans, "bytes": region_bytes}
+
+
+def compare(anchors: Path, model: str, target_name: str) -> dict:
+    vela = json.loads((anchors / model / f"vela_u55_256_hee_{MODES[target_name]}.json").read_text())
+    ours = vpuc_figures(anchors / model / f"{model}_int8_qdq.onnx", target_name)
+    layers, by_class = [], {}
+    exact = {key(op["name"]) for op in vela["per_source_op"]}
+    unmatched = [k for k in ours["spans"] if k not in exact]
+    for op in vela["per_source_op"]:
+        name = key(op["name"])
+        cycles = ours["spans"].get(name)
+        if cycles is None:  # a name the importer shortened: the first unmatched layer it begins
+            found = next((k for k in unmatched if name.startswith(k) or k.startswith(name)), None)
+            cycles = ours["spans"].get(found) if found else None
+            unmatched = [k for k in unmatched if k != found]
+        cls = CLASSES.get(op["original_op"], op["original_op"].lower())
+        ratio = round(cycles / op["cycles"], 3) if cycles is not None and op["cycles"] else None
+        layers.append({"name": op["name"], "op": op["original_op"], "class": cls, "vela_cycles": op["cycles"],
+                       "vpuc_cycles": cycles, "ratio": ratio})  # fmt: skip
+        if ratio is not None:
+            by_class.setdefault(cls, []).append(ratio)
+    classes = {c: {"median": round(statistics.median(r), 3), "layers": len(r),
+                   "within_goal": abs(statistics.median(r) - 1) <= GOALS["class_median"]}
+               for c, r in by_class.items()}  # fmt: skip
+    vela_bytes = {
+        region: figures.get("read", 0) + figures.get("write", 0) for region, figures in vela["bytes"].items()
+    }
+    total_ratio = round(ours["cycles"] / vela["total_cycles"], 3)
+    return {
+        "vpuc_cycles": ours["cycles"],
+        "vpuc_estimate": ours["estimate"],
+        "vela_cycles": vela["total_cycles"],
+        "total_ratio": total_ratio,
+        "total_within_goal": abs(total_ratio - 1) <= GOALS["total"],
+        "bytes": {"vpuc": ours["bytes"], "vela": vela_bytes},
+        "layers": layers,
+        "classes": classes,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--anchors", type=Path, default=DEFAULT_ANCHORS)
+    parser.add_argument("--models", default="resnet8,tinyconv")
+    args = parser.parse_args(argv)
+    if not (args.anchors / "vela_ethos_u55_256.json").is_file():
+        print(f"{args.anchors}: no anchors here (vela_ethos_u55_256.json missing)", file=sys.stderr)
+        return 2
+    console = Console(width=140)
+    results: dict = {}
+    for model in args.models.split(","):
+        for target_name, mode in MODES.items():
+            figures = compare(args.anchors, model, target_name)
+            results.setdefault(model, {})[mode] = {"target": target_name, **figures}
+            table = Table(title=f"{model} on {target_name} vs Vela {mode}: total {figures['vpuc_cycles']} / "
+                          f"{figures['vela_cycles']} = {figures['total_ratio']}x")  # fmt: skip
+            for column in ("layer", "op", "vpuc", "Vela", "vpuc/Vela"):
+                table.add_column(column)
+            for layer in figures["layers"]:
+                vpuc = "cpu" if layer["vpuc_cycles"] is None else str(layer["vpuc_cycles"])
+                table.add_row(
+                    layer["name"][:48], layer["op"], vpuc, str(layer["vela_cycles"]), str(layer["ratio"])
+                )
+            console.print(table)
+            classes = ", ".join(f"{c} {v['median']}x ({v['layers']})" for c, v in figures["classes"].items())
+            console.print(f"per class median vpuc/Vela: {classes}")
+            console.print(
+                f"bytes by region: vpuc {figures['bytes']['vpuc']}, Vela {figures['bytes']['vela']}"
+            )
+    path = write_json("vs_vela", {"models": results, "goals": GOALS})
+    console.print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

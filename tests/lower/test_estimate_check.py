@@ -1,0 +1,60 @@
+"""The compile-time estimate as an independent check of the simulator: on the anchors'
+tinyconv (Vela's calibration model, both u55-256 memory modes) and the zoo's tinyconvnet on
+`vpu`, the estimate is within 4% of the simulated cycles; with the MAC cost changed in the
+simulator alone (the estimate still reads targets/isa/cost.py), the same check fails: it
+can see a cost that differs between the two sides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vpuc.compiler.driver import CompileOptions, prepare_model
+from vpuc.sim import Simulator
+
+ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "tinyconv" / "tinyconv_int8_qdq.onnx"
+TOLERANCE = 0.04
+
+
+def _errors(prepared) -> list[float]:
+    """(estimate - simulated) / simulated of every VPU program of `prepared`."""
+    errors = []
+    for program in prepared.programs:
+        image = np.zeros(program.dram_bytes, np.uint8)
+        image[: len(program.blob)] = np.frombuffer(program.blob, np.uint8)
+        simulated = Simulator(prepared.target).run(program.program, image).stats.total_cycles
+        errors.append((program.estimate["cycles"] - simulated) / simulated)
+    return errors
+
+
+@pytest.fixture(scope="module")
+def zoo_tinyconvnet(zoo_dir):
+    return prepare_model(zoo_dir / "tinyconvnet.onnx", "vpu", CompileOptions(calib_synthetic=4))
+
+
+def test_the_estimate_is_within_four_percent_on_vpu(zoo_tinyconvnet):
+    errors = _errors(zoo_tinyconvnet)
+    assert errors and all(abs(e) <= TOLERANCE for e in errors), errors
+
+
+@pytest.mark.skipif(not ANCHOR.is_file(), reason="the anchors (../shared/anchors) are not on this machine")
+@pytest.mark.parametrize("target", ["u55-256", "u55-256-sram"])
+def test_the_estimate_on_the_anchor(target):
+    prepared = prepare_model(ANCHOR, target, CompileOptions(calib_synthetic=4))
+    errors = _errors(prepared)
+    print(target, [f"{e:+.3f}" for e in errors])
+    assert errors and all(abs(e) <= TOLERANCE for e in errors), errors
+    # feature_maps_in = "dram": every layer's output between layers is in the DRAM map
+    roles = [row["role"] for row in prepared.programs[0].dram_map]
+    assert roles.count("intermediate") == len(prepared.programs[0].layers) - 1, roles
+
+
+def test_a_cost_changed_in_the_simulator_alone_fails_the_check(zoo_tinyconvnet, monkeypatch):
+    import vpuc.sim.mac as sim_mac
+
+    real = sim_mac.instruction_cycles
+    monkeypatch.setattr(sim_mac, "instruction_cycles", lambda i, hw: 3 * real(i, hw))
+    errors = _errors(zoo_tinyconvnet)
+    assert any(abs(e) > TOLERANCE for e in errors), errors
