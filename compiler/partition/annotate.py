@@ -21,7 +21,7 @@ from tvm import relax
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from vpuc.compiler.errors import InternalError, first_line
-from vpuc.compiler.lower.codegen.oracle import answer
+from vpuc.compiler.lower.codegen.oracle import fit
 from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
@@ -121,7 +121,7 @@ def _planner_refusal(view, name: str, target: Target) -> list[tuple[str, str]]:
     """Whether the code generator's layer planner can tile the layer into SRAM: it is the
     one answerer (compiler/lower/codegen/oracle.py); the reason is the op list's message
     with what the planner found."""
-    found = answer(view, target)
+    found = fit(view, target)
     if found.fits:
         return []
     if found.sram_limited:

@@ -24,6 +24,8 @@ import numpy as np
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
+from vpuc.compiler.lower.codegen.layer_plan import min_working_set
+from vpuc.compiler.lower.codegen.residency import place
 from vpuc.compiler.lower.errors import LowerError, SramError
 from vpuc.targets import Target
 from vpuc.targets.ops import OpView
@@ -48,10 +50,22 @@ class LayerAnswer:
 
 
 def answer(view: OpView, target: Target) -> LayerAnswer:
-    """Plan `view` as the code generator would lower it alone (cached per op and target)."""
-    key = (_fingerprint(target), _key(view))
+    """Plan `view` as the code generator would lower it alone: tiled, emitted, estimated
+    (cached per op shape and target)."""
+    key = ("answer", _fingerprint(target), _key(view))
     if key not in _ANSWERS:
         _ANSWERS[key] = _answer(view, target)
+    return _ANSWERS[key]
+
+
+def fit(view: OpView, target: Target) -> LayerAnswer:
+    """Whether the planner can tile `view` into SRAM at all: its smallest working set (one
+    output row, the narrowest channel chunks) against what the target has, as the
+    code generator's residency asks it before it plans; no tiling search (cached).
+    `sram_bytes` is that smallest working set; `cycles` is not computed (0)."""
+    key = ("fit", _fingerprint(target), _key(view))
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _fit(view, target)
     return _ANSWERS[key]
 
 
@@ -69,8 +83,10 @@ def _fingerprint(target: Target) -> str:
 
 
 def _key(view: OpView) -> tuple:
+    """What the planner's answer depends on: the op's shapes and attributes, not its name
+    (the same layer in the float module and in the QDQ module gets one answer)."""
     attrs = tuple(sorted((k, _hashable(v)) for k, v in view.attrs.items()))
-    return (view.kind, view.name, view.inputs, view.output, view.constant_inputs, attrs, view.activation)
+    return (view.kind, view.inputs, view.output, view.constant_inputs, attrs, view.activation)
 
 
 def _hashable(value):
@@ -89,6 +105,20 @@ def _answer(view: OpView, target: Target) -> LayerAnswer:
     except LowerError as exc:
         return LayerAnswer(str(exc), sram_limited=isinstance(exc, SramError))
     return LayerAnswer(None, int(program.estimate["cycles"]), int(program.estimate["sram_peak_bytes"]))
+
+
+def _fit(view: OpView, target: Target) -> LayerAnswer:
+    try:
+        subgraph = one_layer_subgraph(view)
+    except _NotPlannable:
+        return LayerAnswer(None)
+    op = subgraph.ops[0]
+    try:
+        placement = place(subgraph, target.hardware.sram_bytes, lambda o, p: min_working_set(o, p, target))
+        need = min_working_set(op, placement, target)
+    except LowerError as exc:
+        return LayerAnswer(str(exc), sram_limited=isinstance(exc, SramError))
+    return LayerAnswer(None, 0, int(need))
 
 
 class _NotPlannable(Exception):
@@ -112,7 +142,7 @@ def one_layer_subgraph(view: OpView) -> vops.Subgraph:
             data.append(name)
     tensors["out"] = vops.TensorSpec("out", out_shape, UNIT)
     op = _op(view, inputs, out_shape)
-    return vops.Subgraph(f"plan_{view.name}", tensors, [op], data, ["out"], constants=constants)
+    return vops.Subgraph(f"plan_{view.kind}", tensors, [op], data, ["out"], constants=constants)
 
 
 def _is_constant(view: OpView, index: int) -> bool:
@@ -129,8 +159,8 @@ def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _common(view: OpView, inputs: list[str]) -> dict:
     return {
-        "name": view.name,
-        "nodes": (view.name,),
+        "name": view.kind,  # answers are shared by every op of one shape: no op's own name
+        "nodes": (view.kind,),
         "inputs": tuple(inputs),
         "output": "out",
         "in_q": tuple(UNIT for _ in inputs),
