@@ -39,9 +39,13 @@ def build_html(
 def write_report(artifact_path, out, run: dict | None = None, trace: dict | None = None,
                  run_source: str = "run") -> Path:  # fmt: skip
     """Write the page atomically (a failure leaves no half-written file)."""
-    html = build_html(artifact_path, run, trace, run_source)
     out = Path(out)
-    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", suffix=".html.tmp")
+    if out.is_dir():
+        raise ReportError(f"{out}: is a directory; give a file name such as report.html")
+    if not out.parent.is_dir():
+        raise ReportError(f"{out}: its folder {out.parent} does not exist")
+    html = build_html(artifact_path, run, trace, run_source)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".html.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(html)

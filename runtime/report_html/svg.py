@@ -47,7 +47,7 @@ def graph_svg(ops: list[dict], boundary_bytes: dict[str, int]) -> str:
         device = op["device"]
         fill = subgraph_colour(op["subgraph"]) if device == "vpu" else HOST_COLOUR
         fill = NONE_COLOUR if device == "none" else fill
-        label = op["op"] + (f" sg{op['subgraph']}" if device == "vpu" else "")
+        label = op["op"][:13] + (f" sg{op['subgraph']}" if device == "vpu" else "")
         title = f"{op['name']}: {op['reason']}"
         parts.append(
             f'<g class="node {device}" data-index="{index}" tabindex="0">'

@@ -129,3 +129,17 @@ def test_barycentre_uncrosses_two_chains():
     ops = [op("a", [], ["ta"]), op("b", [], ["tb"]), op("q", ["tb"], ["tq"]), op("p", ["ta"], ["tp"])]
     layout = layered_layout(ops)
     assert layout.position["p"][1] < layout.position["q"][1]
+
+
+def test_cli_refusals_are_one_line_exit_2(tmp_path, artifact, vpuc):
+    other = save_artifact(tmp_path / "other.vpub", {**REPORT, "model": "other.onnx"})
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(run_of(other)))
+    done = vpuc("report", artifact, "--run", run, "-o", tmp_path / "r.html")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+    assert str(other) in done.stderr and str(artifact) in done.stderr
+    assert not (tmp_path / "r.html").exists()
+    done = vpuc("report", artifact, "-o", tmp_path / "nowhere" / "r.html")
+    assert done.returncode == 2 and "nowhere" in done.stderr and len(done.stderr.splitlines()) == 1
+    done = vpuc("report", artifact, "-o", tmp_path / "r.html")
+    assert done.returncode == 0 and (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
