@@ -35,7 +35,8 @@ function show(g){
   const d = document.getElementById('details');
   d.textContent = '';
   for (const [k, v] of [['node', op.name], ['op', op.op], ['device', op.device],
-                        ['subgraph', op.subgraph], ['reason', op.reason]]) {
+                        ['subgraph', op.subgraph], ['reason', op.reason], ['figures', op.figures]]) {
+    if (k === 'figures' && !v) continue;
     const line = document.createElement('div'); line.className = 'detail-' + k;
     line.textContent = k + ': ' + (v === null ? '-' : v); d.appendChild(line);
   }
@@ -83,7 +84,16 @@ def render(report: dict, manifest: dict, run: dict | None, trace: dict | None, n
         body.append(_charts(layers, hardware, run))
     body.append(_timeline_section(trace, run))
     body.append(_accuracy_section(report.get("accuracy"), run))
-    data = json.dumps([{k: op.get(k) for k in ("name", "op", "device", "subgraph", "reason")} for op in ops])
+    figures = _layer_figures(report, layer_rows(report, run, hardware) if is_vpu else [])
+    data = json.dumps(
+        [
+            {
+                **{k: op.get(k) for k in ("name", "op", "device", "subgraph", "reason")},
+                "figures": figures.get(op["name"]),
+            }
+            for op in ops
+        ]
+    )
     trace_data = ""
     if trace:
         trace_data = (
@@ -98,6 +108,20 @@ def render(report: dict, manifest: dict, run: dict | None, trace: dict | None, n
         + f'<script type="application/json" id="ops-data">{_script_safe(data)}</script>{trace_data}'
         + f"<script>{SCRIPT}</script></body></html>"
     )
+
+
+def _layer_figures(report: dict, layers: list[dict]) -> dict[str, str]:
+    """ONNX node -> the VPU layer it is part of, with that layer's cycles and MACs."""
+    vpu_layers = (report.get("vpu") or {}).get("layers", [])
+    nodes = {(layer["subgraph"], layer["name"]): layer.get("nodes", []) for layer in vpu_layers}
+    figures = {}
+    for row in layers:
+        simulated = "-" if row["simulated_cycles"] is None else row["simulated_cycles"]
+        text = (f"layer {row['op']} (sg{row['subgraph']}): {row['estimate_cycles']} estimated cycles, "
+                f"{simulated} simulated, {row['macs']} MACs, {row['bound_by']}-bound")  # fmt: skip
+        for node in nodes.get((row["subgraph"], row["name"]), []):
+            figures[node] = text
+    return figures
 
 
 def _script_safe(text: str) -> str:

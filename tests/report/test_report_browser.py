@@ -83,6 +83,8 @@ def test_resnet8_report_in_chromium(browser, resnet8):
     page.locator("#graph .node.cpu").first.click()
     details = page.locator("#details").inner_text()
     assert f"reason: {host[0]['reason']}" in details and host[0]["name"] in details
+    page.locator("#graph .node.vpu").first.click()
+    assert "figures: layer " in page.locator("#details").inner_text()  # its VPU layer's cycles
     assert page.locator("#timeline rect").count() > 0
     page.screenshot(path=str(out / "report.png"), full_page=False)
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -143,3 +143,10 @@ def test_cli_refusals_are_one_line_exit_2(tmp_path, artifact, vpuc):
     assert done.returncode == 2 and "nowhere" in done.stderr and len(done.stderr.splitlines()) == 1
     done = vpuc("report", artifact, "-o", tmp_path / "r.html")
     assert done.returncode == 0 and (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_vpu_node_carries_its_layer_figures(artifact):
+    html = build_html(artifact, run_of(artifact), TRACE)
+    ops = json.loads(html.split('id="ops-data">')[1].split("</script>")[0])
+    assert "150 estimated cycles, 200 simulated, 2560 MACs, DRAM-bound" in ops[0]["figures"]
+    assert ops[1]["figures"] is None  # the host op is in no VPU layer
