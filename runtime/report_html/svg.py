@@ -29,15 +29,16 @@ def graph_svg(ops: list[dict], boundary_bytes: dict[str, int]) -> str:
         return GAP_X + col * (NODE_W + GAP_X) + NODE_W / 2, GAP_Y / 2 + row * (NODE_H + GAP_Y) + NODE_H / 2
 
     parts = [f'<svg id="graph" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">']
-    placed = {op["name"]: (op["device"], op["subgraph"]) for op in ops}
+    placed, origin = _effective_placement(ops, layout.edges)
     for src, dst, tensor in layout.edges:
         (x1, y1), (x2, y2) = centre(src), centre(dst)
-        crossing = tensor in boundary_bytes and placed[src] != placed[dst]
+        crossing = placed[src] != placed[dst]  # the ends run in different places
+        tensor = origin.get(tensor, tensor)
         parts.append(
             f'<line x1="{x1:.0f}" y1="{y1 + NODE_H / 2:.0f}" x2="{x2:.0f}" y2="{y2 - NODE_H / 2:.0f}" '
             f'class="edge{" crossing" if crossing else ""}"/>'
         )
-        if crossing:
+        if crossing and tensor in boundary_bytes:
             parts.append(
                 f'<text class="bytes" x="{(x1 + x2) / 2 + 4:.0f}" y="{(y1 + y2) / 2:.0f}">'
                 f"{boundary_bytes[tensor]} B</text>"
@@ -57,6 +58,26 @@ def graph_svg(ops: list[dict], boundary_bytes: dict[str, int]) -> str:
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _effective_placement(ops: list[dict], edges) -> tuple[dict, dict]:
+    """Where each op's value lives: a removed op (a glue Transpose the passes folded) lives
+    where its first input's producer does, and its output is that input's tensor (`origin`),
+    so the edge that really crosses host/VPU is the one drawn red, with the boundary's bytes."""
+    first_input = {}
+    for src, dst, tensor in edges:
+        first_input.setdefault(dst, (src, tensor))
+    placed, origin = {}, {}
+    for op in ops:  # topological order
+        name = op["name"]
+        if op["device"] == "none" and name in first_input:
+            src, tensor = first_input[name]
+            placed[name] = placed[src]
+            for out in op.get("outputs", []):
+                origin[out] = origin.get(tensor, tensor)
+        else:
+            placed[name] = (op["device"], op["subgraph"])
+    return placed, origin
 
 
 def roofline_svg(points: list[dict], peak_macs_per_cycle: float, bytes_per_cycle: float) -> str:

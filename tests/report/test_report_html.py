@@ -150,3 +150,21 @@ def test_vpu_node_carries_its_layer_figures(artifact):
     ops = json.loads(html.split('id="ops-data">')[1].split("</script>")[0])
     assert "150 estimated cycles, 200 simulated, 2560 MACs, DRAM-bound" in ops[0]["figures"]
     assert ops[1]["figures"] is None  # the host op is in no VPU layer
+
+
+def test_crossing_through_a_removed_op_is_the_red_edge():
+    from vpuc.runtime.report_html.svg import graph_svg
+
+    def op(name, device, subgraph, inputs, outputs):
+        return {"name": name, "op": "X", "device": device, "subgraph": subgraph, "reason": "r",
+                "inputs": inputs, "outputs": outputs}  # fmt: skip
+
+    # a (VPU) -> t (a Transpose the passes removed) -> b (host): the boundary is a's tensor.
+    ops = [
+        op("a", "vpu", 0, ["x"], ["ta"]),
+        op("t", "none", None, ["ta"], ["tt"]),
+        op("b", "cpu", None, ["tt"], ["y"]),
+    ]
+    svg = graph_svg(ops, {"ta": 8})
+    assert svg.count('class="edge crossing"') == 1 and svg.count('class="edge"') == 1
+    assert svg.count(">8 B</text>") == 1
