@@ -98,6 +98,10 @@ def run_command(args) -> int:
     from vpuc.runtime.trace import run_trace, write_run_trace
 
     _check_arguments(args)
+    if args.html:
+        from vpuc.runtime.report_html import check_output
+
+        check_output(args.html)  # before the run, not after it
     executable = load(args.artifact)
     if args.inputs:
         inputs, source = load_npz(args.inputs, executable.inputs), args.inputs

@@ -39,11 +39,7 @@ def build_html(
 def write_report(artifact_path, out, run: dict | None = None, trace: dict | None = None,
                  run_source: str = "run") -> Path:  # fmt: skip
     """Write the page atomically (a failure leaves no half-written file)."""
-    out = Path(out)
-    if out.is_dir():
-        raise ReportError(f"{out}: is a directory; give a file name such as report.html")
-    if not out.parent.is_dir():
-        raise ReportError(f"{out}: its folder {out.parent} does not exist")
+    out = check_output(out)
     html = build_html(artifact_path, run, trace, run_source)
     fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".html.tmp")
     try:
@@ -56,6 +52,16 @@ def write_report(artifact_path, out, run: dict | None = None, trace: dict | None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return out
+
+
+def check_output(out) -> Path:
+    """Refuse a page path that cannot be written before any work is done for it."""
+    out = Path(out)
+    if out.is_dir():
+        raise ReportError(f"{out}: is a directory; give a file name such as report.html")
+    if not out.parent.is_dir():
+        raise ReportError(f"{out}: its folder {out.parent} does not exist")
     return out
 
 

@@ -141,6 +141,9 @@ def test_cli_refusals_are_one_line_exit_2(tmp_path, artifact, vpuc):
     assert not (tmp_path / "r.html").exists()
     done = vpuc("report", artifact, "-o", tmp_path / "nowhere" / "r.html")
     assert done.returncode == 2 and "nowhere" in done.stderr and len(done.stderr.splitlines()) == 1
+    for command in ("compile", "run"):  # refused before the compile or the run starts
+        done = vpuc(command, artifact, "--html", tmp_path / "nowhere" / "r.html")
+        assert done.returncode == 2 and "nowhere" in done.stderr and len(done.stderr.splitlines()) == 1
     done = vpuc("report", artifact, "-o", tmp_path / "r.html")
     assert done.returncode == 0 and (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
