@@ -134,6 +134,18 @@ def version_text() -> str:
     return f"vpuc {installed('vpuc')} ({libraries}; Python {python})"
 
 
+def _compile_then_html(args) -> int:
+    """`vpuc compile --html FILE`: the compile, then the page of the artifact it wrote."""
+    from vpuc.runtime.report_html import check_output, write_report
+
+    if args.html:
+        check_output(args.html)  # before the compile, not after it
+    code = commands.compile_command(args)
+    if code == 0 and args.html:
+        write_report(commands._artifact_path(args), args.html)
+    return code
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vpuc", description="Compile ONNX models for the vpuc int8 VPU.")
     parser.add_argument("--version", action=_VersionAction)
@@ -160,7 +172,10 @@ def _parser() -> argparse.ArgumentParser:
         "--db", metavar="DIR",
         help="tuning database to apply (default: vpuc-tuning/<target> if it exists; docs/tuning.md)",
     )  # fmt: skip
-    p.set_defaults(handler=commands.compile_command)
+    p.add_argument(
+        "--html", metavar="FILE", help="also write the HTML report of the artifact (docs/report.md)"
+    )
+    p.set_defaults(handler=_compile_then_html)
 
     p = sub.add_parser("tune", help="tune a model's host kernels (MetaSchedule) into a tuning database")
     p.add_argument("model", help="ONNX model file")

@@ -47,12 +47,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--trace", metavar="OUT.json", help="write one timeline (host, link, VPU units) for Perfetto"
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--html", metavar="FILE", help="write the HTML report of this run (docs/report.md)")
     p.add_argument(
         "--allow-nonfinite",
         action="store_true",
         help="exit 0 even when an output has NaN or Inf values (they are reported either way)",
     )
     p.set_defaults(handler=run_command)
+
+    p = sub.add_parser("report", help="write one HTML page of an artifact and a run (docs/report.md)")
+    p.add_argument("artifact", help=".vpub file")
+    p.add_argument("--run", metavar="RUN.json", help="the run's `vpuc run --json` output (of this artifact)")
+    p.add_argument("--trace", metavar="TRACE.json", help="the run's `vpuc run --trace` timeline")
+    p.add_argument("-o", "--output", required=True, metavar="REPORT.html", help="the page to write")
+    p.set_defaults(handler=report_command)
 
     from vpuc.sim import commands as sim_commands
 
@@ -67,12 +75,33 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=sim_commands.disasm_command)
 
 
+def report_command(args) -> int:
+    from vpuc.runtime.report_html import load_json, write_report
+
+    run = load_json(args.run, "run JSON") if args.run else None
+    trace = load_json(args.trace, "trace JSON") if args.trace else None
+    write_report(args.artifact, args.output, run=run, trace=trace, run_source=args.run or "run")
+    print(f"wrote {args.output}")
+    return 0
+
+
+def artifact_identity(path: str) -> dict:
+    """Which artifact a run JSON belongs to: `vpuc report` refuses a run of another one."""
+    import hashlib
+
+    return {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+
+
 def run_command(args) -> int:
     from vpuc.runtime import load
     from vpuc.runtime.report import print_run_report
-    from vpuc.runtime.trace import write_run_trace
+    from vpuc.runtime.trace import run_trace, write_run_trace
 
     _check_arguments(args)
+    if args.html:
+        from vpuc.runtime.report_html import check_output
+
+        check_output(args.html)  # before the run, not after it
     executable = load(args.artifact)
     if args.inputs:
         inputs, source = load_npz(args.inputs, executable.inputs), args.inputs
@@ -81,7 +110,7 @@ def run_command(args) -> int:
     if executable.artifact.manifest.get("vpu_programs"):  # a CPU graph may take NaN/inf (IsNaN...)
         _refuse_nonfinite(inputs, source)
     check_index_ranges(executable.inputs, inputs, args.inputs or "random inputs")
-    executable.keep_traces(bool(args.trace))
+    executable.keep_traces(bool(args.trace or args.html))
     executable.record_outputs(bool(args.check))
     outputs = executable.run(inputs, source=args.inputs)
     stats = executable.last_run
@@ -97,10 +126,15 @@ def run_command(args) -> int:
         write_run_trace(stats, args.trace)
     check = check_run(executable, inputs, outputs, args.check, args.tolerance) if args.check else None
     result = {
+        "artifact": artifact_identity(args.artifact),
         "outputs": [_summary(name, array) for name, array in outputs.items()],
         "check": check,
         **stats.to_json(),
     }
+    if args.html:
+        from vpuc.runtime.report_html import write_report
+
+        write_report(args.artifact, args.html, run=_json_safe(result), trace=run_trace(stats))
     if args.json:
         print(json.dumps(_json_safe(result), indent=2, allow_nan=False))
     else:

@@ -82,7 +82,10 @@ def _op_rows(graph, onnx_model, target, final, annotation, verdicts) -> list[dic
 
 
 def _row(node: onnx.NodeProto, device: str, subgraph, reason: str) -> dict[str, Any]:
-    return {"name": node.name, "op": node.op_type, "device": device, "subgraph": subgraph, "reason": reason}
+    return {
+        "name": node.name, "op": node.op_type, "device": device, "subgraph": subgraph, "reason": reason,
+        "inputs": [name for name in node.input if name], "outputs": list(node.output),
+    }  # fmt: skip
 
 
 def _ops_of(graph: Graph, node_name: str):

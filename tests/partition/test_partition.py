@@ -52,7 +52,9 @@ def test_tinyconvnet_final_decision_keeps_the_whole_net(partition):
 def test_json_keys_are_exactly_the_documented_ones(partition):
     report = json.loads(json.dumps(partition(tinyconvnet_shaped())))
     assert {"ops", "subgraphs", "boundaries", "totals", "raw_totals"} <= set(report)
-    assert all(set(op) == {"name", "op", "device", "subgraph", "reason"} for op in report["ops"])
+    assert all(
+        set(op) == {"name", "op", "device", "subgraph", "reason", "inputs", "outputs"} for op in report["ops"]
+    )
     assert all(set(s) == {"id", "ops"} for s in report["subgraphs"])
     assert all(
         set(b) == {"direction", "tensor", "producer", "consumer", "shape", "dtype", "bytes"}
