@@ -52,6 +52,32 @@ def _squeeze_head_cnn() -> onnx.ModelProto:
     return b.model({"x": [1, 12, 12, 3]}, {y: [1, 4]})
 
 
+def _int8_input(qdq_path, out_path):
+    """The QDQ model with its input's QuantizeLinear removed and the input int8, as a
+    tf2onnx export of an int8 TFLite model has it."""
+    model = onnx.load(qdq_path)
+    graph = model.graph
+    (quantize,) = [
+        n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == graph.input[0].name
+    ]
+    shape = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim]
+    graph.node.remove(quantize)
+    del graph.input[:]
+    graph.input.append(onnx.helper.make_tensor_value_info(quantize.output[0], onnx.TensorProto.INT8, shape))
+    onnx.checker.check_model(model)
+    onnx.save(model, out_path)
+    return out_path
+
+
+def _nchw_cnn() -> onnx.ModelProto:
+    """NCHW input straight into the first conv (tf2onnx --inputs-as-nchw, torch exports)."""
+    b = GraphBuilder("nchw_cnn", seed=5)
+    y = b.op("Relu", [b.conv("x", "conv1", 3, 16)], "relu1")
+    y = b.op("Relu", [b.conv(y, "conv2", 16, 16, stride=2)], "relu2")
+    y = b.global_pool_classifier(y, 16, 4)
+    return b.model({"x": [1, 3, 12, 12]}, {y: [1, 4]})
+
+
 def _run_check(vpuc, artifact, reference) -> dict:
     ran = vpuc("run", artifact, "--check", reference, "--json")
     assert ran.returncode == 0, ran.stderr
@@ -89,3 +115,19 @@ def test_a_subgraph_of_views_alone_stays_on_the_host(tmp_path):
         assert ops["reshape_in"]["device"] == "cpu", (target, ops["reshape_in"]["reason"])
         assert "only views" in ops["reshape_in"]["reason"]
         assert artifact.report["partition"]["totals"]["subgraphs"] == 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_int8_nchw_input_enters_the_vpu_as_int8(vpuc, tmp_path, target):
+    """The layout change of an int8 NCHW input is the program's DMA at the subgraph edge:
+    no transpose, dequantize or float conv on the host (the model's float output is
+    dequantized there, nothing else), and the VPU program takes the input channels-first."""
+    _, qdq_path = _qdq(_nchw_cnn(), tmp_path, [1, 3, 12, 12])
+    model = _int8_input(qdq_path, tmp_path / "m.int8in.onnx")
+    artifact = compile_model(model, target=target, profitability=False)
+    ops = artifact.report["partition"]["ops"]
+    host = [(o["name"], o["op"], o["reason"]) for o in ops if o["device"] == "cpu"]
+    assert [h[0] for h in host] == ["logits_DequantizeLinear"], host  # the float output's only
+    (program,) = artifact.manifest["vpu_programs"]
+    assert [i["layout"] for i in program["inputs"]] == ["NCHW"], program["inputs"]
+    _run_check(vpuc, artifact.save(tmp_path / "m.vpub"), model)
