@@ -35,7 +35,7 @@ OP_KINDS: dict[str, OpKind] = {
         OpKind("global_avg_pool", ("GlobalAveragePool", "ReduceMean"), "vector", "mean over H and W"),
         OpKind("add", ("Add",), "vector", "elementwise add of two int8 tensors, both rescaled"),
         OpKind("mul", ("Mul",), "vector", "elementwise multiply of two int8 tensors"),
-        OpKind("reshape", ("Reshape", "Flatten"), "none", "reshape without moving data"),
+        OpKind("reshape", ("Reshape", "Flatten", "Squeeze", "Unsqueeze"), "none", "a view: no data moves"),
         OpKind("concat", ("Concat",), "vector", "concatenation along one axis"),
         OpKind("sigmoid", ("Sigmoid",), "lut", "sigmoid through the lookup table"),
         OpKind("tanh", ("Tanh",), "lut", "tanh through the lookup table"),

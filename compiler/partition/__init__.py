@@ -9,7 +9,8 @@ Steps:
   2. ask        the code generator (quantised modules): each raw subgraph's estimated
                 cycles, and every layer it refuses, before the cut is final
   3. profit     the profitability rule judges each raw subgraph with the cost model
-  4. annotate   again, with the refused layers and the losing subgraphs blocked (final cut)
+  4. annotate   again, with the refused layers, the losing subgraphs and the subgraphs that
+                compute nothing (views only: views.py) blocked (final cut)
   5. report     every ONNX node with device and reason, subgraphs, boundaries, totals
 """
 
@@ -27,6 +28,7 @@ from vpuc.compiler.partition.graph import Composite, build_graph, vpu_composites
 from vpuc.compiler.partition.prepare import duplicate_shared_dequantize
 from vpuc.compiler.partition.profit import judge
 from vpuc.compiler.partition.report import build_report
+from vpuc.compiler.partition.views import computeless
 from vpuc.targets import Target
 
 DEFAULT_MIN_SUBGRAPH_OPS = 1
@@ -94,11 +96,18 @@ def partition_for_vpu(
     unprofitable, verdicts = {}, []
     if profitability:
         unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, answers.cycles, answers.refusals)
-    if unprofitable or answers.refusals:
-        final_mod, annotation = annotate(mod, target, {**refused, **answers.refusals, **unprofitable})
+    idle = computeless(raw)
+    blocked_now = {**refused, **answers.refusals, **unprofitable, **idle}
+    if len(blocked_now) > len(refused):
+        final_mod, annotation = annotate(mod, target, blocked_now)
     else:
         final_mod, annotation = raw_mod, raw_annotation
     final = _placement(final_mod)
+    # blocking a subgraph's compute can leave its views alone in a subgraph: block those too
+    while idle := computeless(final):
+        blocked_now.update(idle)
+        final_mod, annotation = annotate(mod, target, blocked_now)
+        final = _placement(final_mod)
     report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts, notes or {})
     return PartitionResult(final_mod, report, final)
 

@@ -31,6 +31,8 @@ RELAX_KINDS: dict[str, str] = {
     "relax.multiply": "mul",
     "relax.reshape": "reshape",
     "relax.flatten": "reshape",
+    "relax.squeeze": "reshape",
+    "relax.expand_dims": "reshape",
     "relax.concat": "concat",
     "relax.sigmoid": "sigmoid",
     "relax.tanh": "tanh",

@@ -65,7 +65,13 @@ PLAIN_CORES: dict[str, Callable[[], DFPattern]] = {
     "avg_pool2d": lambda: is_op("relax.nn.avg_pool2d")(_data()),
     "global_avg_pool": lambda: is_op("relax.mean")(_data()) | is_op("relax.nn.adaptive_avg_pool2d")(_data()),
     "concat": lambda: is_op("relax.concat")(wildcard()),
-    "reshape": lambda: is_op("relax.reshape")(_data(), wildcard()) | is_op("relax.flatten")(_data()),
+    # Views: a new shape for the same row-major bytes (docs: item "views never cut a subgraph").
+    "reshape": lambda: (
+        is_op("relax.reshape")(_data(), wildcard())
+        | is_op("relax.flatten")(_data())
+        | is_op("relax.squeeze")(_data())
+        | is_op("relax.expand_dims")(_data())
+    ),
     "relu": lambda: is_op("relax.nn.relu")(_data()),
     "clip": lambda: is_op("relax.clip")(_data(), wildcard(), wildcard()),
     "sigmoid": lambda: is_op("relax.sigmoid")(_data()),

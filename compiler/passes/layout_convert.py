@@ -7,7 +7,8 @@ written). An op reads its inputs' physical tensors and either
 
     follows    computes the same values on the permuted tensors, its attributes moved along
                (relu(x): p;  mean(x, axis=a): axis p.index(a);  max_pool2d NCHW -> NHWC;
-               quantize(x, axis=a): axis p.index(a);  x + const: the const permuted too)
+               quantize(x, axis=a): axis p.index(a);  x + const: the const permuted too;
+               squeeze(x, axis=a): axes p.index(a), the kept axes in their physical order)
     absorbs    permute_dims(x, q) is no op at all: its output is x's physical tensor with
                the permutation composed (an exporter's NHWC <-> NCHW transposes vanish)
     converts   conv2d: input to NHWC (one transpose when it is not), weight OIHW -> OHWI
@@ -281,6 +282,17 @@ def _reduce(conv: _Converter, call: relax.Call):
     return new, _rank_perm(kept)
 
 
+def _squeeze(conv: _Converter, call: relax.Call):
+    """squeeze(x, axis=a) follows: the physical axes p.index(a) go, the rest keep their
+    physical order (1x1x1xC NHWC squeezed to 1xC is as written: no transpose back)."""
+    perm = conv.perm_of(call.args[0])
+    if perm is None or call.attrs.axis is None:
+        return None
+    axes = sorted(perm.index(int(a) % len(perm)) for a in call.attrs.axis)
+    kept = [logical for logical in perm if perm.index(logical) not in axes]
+    return _call(call, [call.args[0]], axis=axes), _rank_perm(kept)
+
+
 def _rank_perm(kept: list[int]) -> Perm:
     """Physical order of the kept logical axes, renumbered 0..k-1."""
     order = sorted(kept)
@@ -385,4 +397,5 @@ _RULES: dict[str, Callable] = {
     "relax.image.resize2d": _resize,
     "relax.nn.pad": _pad,
     "relax.nn.conv2d": _conv2d,
+    "relax.squeeze": _squeeze,
 }

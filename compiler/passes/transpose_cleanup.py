@@ -9,6 +9,7 @@
     a op broadcast_to(b, shape(a))    =>  a op b    (elementwise op, either side)          broadcast_elide
     f(permute(x, p)), f elementwise on one tensor (relu, clip, x * scalar, ...)
                                       =>  permute(f(x), p)                                 transpose_sink
+    permute(dequantize(q, s, z, axis=a), p)  =>  dequantize(permute(q, p), s, z, p.index(a))  transpose_hoist
 
 permute(permute(x, p), q)[i] = x[p[q[i]]], so the pair is one permute by p[q]; a permute
 that only moves axes of extent 1 keeps the order of the elements, which is what a reshape
@@ -17,8 +18,12 @@ elementwise op broadcasts its operands itself, so an explicit broadcast to the o
 operand's shape (an Expand the size guard kept from folding) adds nothing; an op applied
 to each element alike commutes with any permutation, so a transpose moves past it towards
 its inverse (ConvertLayout leaves one around each op it has no layout rule for, such as
-clip and silu). The inner op may have other readers: it stays for them and nothing is
-computed twice (transpose_sink only moves a transpose nothing else reads).
+clip and silu). A dequantize is elementwise too (its scale and zero point follow their
+axis), so a transpose after it moves before it, onto the int8 tensor: an NCHW int8 model
+input then reaches the first conv as int8 (the VPU subgraph takes it whole, and its DMA does
+the layout change: lower/reader/edges.py) instead of as a float32 NHWC copy on the host.
+The inner op may have other readers: it stays for them and nothing is computed twice
+(transpose_sink only moves a transpose nothing else reads).
 
 The transposes this cancels come from exporters (NHWC models converted to NCHW and back),
 from attention fusion (its BSNH glue against the exporter's head split) and from the
@@ -196,6 +201,32 @@ def _build_sink(match: Match):
     return relax.op.permute_dims(inner, match.found["axes"]), inner, f"{call.op.name} before the transpose"
 
 
+def _hoistable(value, view, var2val):
+    """permute(dequantize(q, ...), p) with the dequantize read by this permute alone."""
+    if _op(value) != "relax.permute_dims" or not isinstance(value.args[0], relax.Var):
+        return None
+    inner = var2val.get(value.args[0])
+    if _op(inner) != "relax.dequantize" or len(view.consumers.get(value.args[0], [])) != 1:
+        return None
+    if not isinstance(inner.args[0], relax.Var):
+        return None  # a constant's dequantize: the constant folding moves it
+    return {
+        "q": inner.args[0],
+        "scale": inner.args[1],
+        "zero_point": inner.args[2],
+        "axis": int(inner.attrs.axis),
+        "dtype": str(inner.attrs.out_dtype),
+    }
+
+
+def _build_hoist(match: Match):
+    found, axes = match.found, _axes(match, match.root)
+    axis = axes.index(found["axis"] % len(axes))
+    moved = relax.op.permute_dims(found["q"], axes)
+    new = relax.op.dequantize(moved, found["scale"], found["zero_point"], axis, found["dtype"])
+    return new, None, "the transpose before the dequantize (on the int8 tensor)"
+
+
 def _rule(name, pattern, inputs, build, applies=None) -> Rule:
     return Rule(name, pattern, inputs, _no_check, build, applies=applies, shared_ok=True)
 
@@ -211,6 +242,7 @@ RULES = (
     _rule("reshape_cleanup", _reshape_chain, (_rx,), _build_reshape_chain),
     _rule("broadcast_elide", _broadcast_operand, ("a", "b"), _build_elide),
     _rule("transpose_sink", _sinkable, ("x",), _build_sink),
+    _rule("transpose_hoist", _hoistable, ("q",), _build_hoist),
 )
 
 

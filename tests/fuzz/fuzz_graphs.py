@@ -4,8 +4,8 @@ A graph starts from one input of random rank and shape (batch 1-3) and grows a f
 drawn among those valid for the tensor at hand: Conv (kernel, stride, pads, dilation,
 groups, auto_pad), MaxPool/AveragePool (ceil_mode, count_include_pad, dilation), global
 pooling, BatchNormalization, elementwise binaries with broadcasting (a constant, a second
-graph input or an earlier tensor), activations, Softmax, Gemm/MatMul, Flatten, Reshape,
-Transpose, Concat, Slice, Pad, Reduce*. Output shapes come from ONNX's own shape inference
+graph input or an earlier tensor), activations, Softmax, Gemm/MatMul, the views (Flatten,
+Reshape, Squeeze, Unsqueeze), Transpose, Concat, Slice, Pad, Reduce*. Output shapes come from ONNX's own shape inference
 (onnx.shape_inference.infer_node_outputs), so the generator never second-guesses the spec.
 Weights come from a seeded numpy generator: hypothesis shrinks the structure and the seed.
 """
@@ -304,6 +304,24 @@ def reshape(draw, g: Graph, x: str):
     return g.node("Reshape", [x, g.const(np.array(target, np.int64), "shape")])
 
 
+def squeeze(draw, g: Graph, x: str):
+    """A view: drop size-1 axes (tinyconv's Squeeze between its pool and its FC)."""
+    ones = [i for i, d in enumerate(g.shapes[x]) if d == 1 and i > 0]
+    if not ones:
+        return None
+    axes = draw(st.lists(st.sampled_from(ones), min_size=1, unique=True))
+    return g.node("Squeeze", [x, g.const(np.array(sorted(axes), np.int64), "axes")])
+
+
+def unsqueeze(draw, g: Graph, x: str):
+    """A view: a new size-1 axis."""
+    rank = len(g.shapes[x])
+    if rank >= 5:
+        return None
+    axis = draw(st.integers(1, rank))
+    return g.node("Unsqueeze", [x, g.const(np.array([axis], np.int64), "axes")])
+
+
 def transpose(draw, g: Graph, x: str):
     perm = draw(st.permutations(range(len(g.shapes[x]))))
     return g.node("Transpose", [x], perm=list(perm))
@@ -377,6 +395,8 @@ ANY_RANK = [
     softmax,
     matmul,
     reshape,
+    squeeze,
+    unsqueeze,
     transpose,
     concat,
     slice_,

@@ -161,3 +161,35 @@ def test_a_transpose_sinks_past_an_elementwise_op_and_cancels():
     after, audit = run_pass(transpose_cleanup, TransposeAroundClip)
     assert_rewrites_to(after, ClipInNhwc)
     assert [e["pattern"] for e in audit["fused"]] == ["transpose_sink", "transpose_cancel"]
+
+
+@I.ir_module
+class TransposeAfterDequantize:
+    """An int8 NCHW input dequantized, then transposed to NHWC for the conv (layout pass)."""
+
+    @R.function
+    def main(x: R.Tensor((1, 3, 8, 8), "int8")):
+        with R.dataflow():
+            dq = R.dequantize(x, R.const(0.5, "float32"), R.const(3, "int8"), axis=1)
+            nhwc = R.permute_dims(dq, axes=[0, 2, 3, 1])
+            R.output(nhwc)
+        return nhwc
+
+
+@I.ir_module
+class DequantizeAfterTranspose:
+    @R.function
+    def main(x: R.Tensor((1, 3, 8, 8), "int8")):
+        with R.dataflow():
+            moved = R.permute_dims(x, axes=[0, 2, 3, 1])
+            nhwc = R.dequantize(moved, R.const(0.5, "float32"), R.const(3, "int8"), axis=3)
+            R.output(nhwc)
+        return nhwc
+
+
+def test_a_transpose_after_a_dequantize_moves_onto_the_int8_tensor():
+    """dequantize is elementwise: permute(dq(q, axis=1), (0 2 3 1)) = dq(permute(q), axis=3)
+    (NCHW axis 1 is NHWC axis 3)."""
+    after, audit = run_pass(transpose_cleanup, TransposeAfterDequantize)
+    assert_rewrites_to(after, DequantizeAfterTranspose)
+    assert [e["pattern"] for e in audit["fused"]] == ["transpose_hoist"]

@@ -11,7 +11,9 @@ matrix product of two activations reads it whole.
 
     channels_first_inputs(mod)        {VPU function: indices of such parameters}
     take_channels_first(subgraph, k)  marks them (TensorSpec.host_layout = "NCHW")
-    drop_host_transposes(host, progs) after RunCodegen: the packed call takes quantize(x)
+    drop_host_transposes(host, progs) after RunCodegen: the packed call takes quantize(x),
+                                      or x itself when x = dequantize(x_int8) with the
+                                      quantize's parameters (a QDQ model's int8 NCHW input)
 """
 
 from __future__ import annotations
@@ -50,6 +52,21 @@ def _transposed_quantize(arg, values) -> relax.Expr | None:
     if [int(a) for a in permute.attrs.axes] != TO_CHANNELS_LAST:
         return None
     return permute.args[0]
+
+
+def _int8_source(source, quantize: relax.Call, values) -> relax.Var | None:
+    """q when `source` is dequantize(q, s, z) with the quantize's own per-tensor s and z: an
+    int8 NCHW input (a QDQ model's) then goes to the VPU as it is, quantize(dequantize(q)) = q."""
+    dequantize = values.get(source)
+    if _op(dequantize) != "relax.dequantize" or not isinstance(dequantize.args[0], relax.Var):
+        return None
+    pairs = [(dequantize.args[i], quantize.args[i]) for i in (1, 2)]
+    arrays = [(compat.constant_array(a), compat.constant_array(b)) for a, b in pairs]
+    if any(a is None or b is None or a.size != 1 or b.size != 1 for a, b in arrays):
+        return None
+    if any(a.item() != b.item() for a, b in arrays):
+        return None
+    return dequantize.args[0]
 
 
 def channels_first_inputs(mod: tvm.IRModule) -> dict[relax.GlobalVar, set[int]]:
@@ -109,8 +126,13 @@ def drop_host_transposes(host: tvm.IRModule, programs: dict) -> tvm.IRModule:
         for binding, arg in zip(program.inputs, value.args[1].fields, strict=True):
             source = _transposed_quantize(arg, values) if binding.layout == "NCHW" else None
             if source is not None:
-                replaced[arg] = relax.op.quantize(
-                    source, values[arg].args[1], values[arg].args[2], axis=1, out_dtype="int8"
+                int8 = _int8_source(source, values[arg], values)
+                replaced[arg] = (
+                    int8
+                    if int8 is not None
+                    else relax.op.quantize(
+                        source, values[arg].args[1], values[arg].args[2], axis=1, out_dtype="int8"
+                    )
                 )
     if not replaced:
         return host
@@ -119,7 +141,11 @@ def drop_host_transposes(host: tvm.IRModule, programs: dict) -> tvm.IRModule:
     class Replace(relax.PyExprMutator):
         def visit_var_binding_(self, binding):
             if binding.var in replaced:
-                new = self.builder_.emit(replaced[binding.var], name_hint=binding.var.name + "_nchw")
+                value = replaced[binding.var]
+                if isinstance(value, relax.Var):  # the int8 tensor itself: no host op at all
+                    self.set_var_remap(binding.var, self.visit_expr(value))
+                    return
+                new = self.builder_.emit(value, name_hint=binding.var.name + "_nchw")
                 self.set_var_remap(binding.var, new)
                 return
             super().visit_var_binding_(binding)

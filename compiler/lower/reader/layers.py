@@ -345,8 +345,11 @@ def _activation(builder, parsed, args, out, name, nodes) -> None:
     _rescale_op(builder, name, nodes, x, x_q, out, parsed.output_q, _activation_clamp(call, parsed.output_q))
 
 
+VIEW_OPS = ("relax.reshape", "relax.flatten", "relax.squeeze", "relax.expand_dims")
+
+
 def _reshape(builder, parsed, args, out, name, nodes) -> None:
-    var, call = _core(parsed, "relax.reshape", "relax.flatten")
+    var, call = _core(parsed, *VIEW_OPS)
     x, x_q = _input(parsed, call.args[0], args)
     y = parsed.output_q
     if x_q != y:

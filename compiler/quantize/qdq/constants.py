@@ -90,6 +90,9 @@ class _LayoutFolder(PyExprMutator):
     def visit_var_binding_(self, binding) -> None:
         value = binding.value
         source = value.args[0] if op_name(value) in LAYOUT_OPS else None
+        # the layout pass's relabelling binds a var to a var (a Gemm's transB weight): see through
+        while isinstance(source, relax.Var) and isinstance(self.view.values.get(source.name), relax.Var):
+            source = self.view.values[source.name]
         if isinstance(source, relax.Var) and self.view.op(source.name) == DEQUANTIZE:
             moved = _moved(value, self.view.values[source.name])
             if moved is not None:
