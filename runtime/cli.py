@@ -44,6 +44,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "largest difference in LSB from the QDQ reference (default 1)",
     )
     p.add_argument(
+        "--float-model",
+        metavar="F",
+        help="--check of a QDQ model: also compare end to end with onnxruntime on this float model",
+    )
+    p.add_argument(
+        "--sqnr-floor",
+        type=float,
+        default=None,
+        help="int8 artifacts: the absolute SQNR (dB) every output must reach against the float model "
+        "(default 20; the compile's held-out SQNR minus 10 dB when higher)",
+    )
+    p.add_argument(
         "--trace", metavar="OUT.json", help="write one timeline (host, link, VPU units) for Perfetto"
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -95,7 +107,11 @@ def run_command(args) -> int:
         save_npz(args.outputs, outputs)
     if args.trace:
         write_run_trace(stats, args.trace)
-    check = check_run(executable, inputs, outputs, args.check, args.tolerance) if args.check else None
+    check = (
+        check_run(executable, inputs, outputs, args.check, args.tolerance, args.float_model, args.sqnr_floor)
+        if args.check
+        else None
+    )
     result = {
         "outputs": [_summary(name, array) for name, array in outputs.items()],
         "check": check,
@@ -124,6 +140,13 @@ def _check_arguments(args) -> None:
         raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
     if args.tolerance is not None and not args.check:
         raise InputError("--tolerance: only used with --check MODEL")
+    for flag, value in (("--float-model", args.float_model), ("--sqnr-floor", args.sqnr_floor)):
+        if value is not None and not args.check:
+            raise InputError(f"{flag}: only used with --check MODEL")
+    if args.sqnr_floor is not None and not math.isfinite(args.sqnr_floor):
+        raise InputError(f"--sqnr-floor: must be a finite number of dB, got {args.sqnr_floor}")
+    if args.float_model and not Path(args.float_model).is_file():
+        raise InputError(f"--float-model: {args.float_model}: no such file")
     if args.outputs:
         _check_outputs_path(Path(args.outputs), args)
 

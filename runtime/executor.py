@@ -115,6 +115,27 @@ class Executable:
             self._vm.set_instrument(tvm_ffi.convert(self._instrument) if self._time_host_ops else None)
         return captured, dict(zip([s["name"] for s in self.outputs], result, strict=True))
 
+    def reference_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """VPU subgraph `index`'s QDQ reference (its host copy in float QDQ semantics) on the
+        int8 inputs a VPU call received; an input the program takes channels-first (its DMA
+        transposes it) is given to the reference as the graph has it, NHWC."""
+        spec = self.artifact.manifest["reference"]
+        entry = next(c for c in self.vpu_calls if c.subgraph == index)
+        args = []
+        for binding, array in zip(entry.inputs, inputs, strict=True):
+            if binding.get("layout") == "NCHW" and array.ndim == 4:
+                array = np.ascontiguousarray(array.transpose(0, 2, 3, 1))
+            args.append(tvm.runtime.tensor(array))
+        self._vm.set_instrument(None)
+        try:
+            name = next(n for n in spec["subgraphs"] if n.endswith(f"sg{index}"))
+            return [a.copy() for a in _flatten(self._vm[name](*args))]
+        finally:
+            if self._time_host_ops:
+                import tvm_ffi
+
+                self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+
     def run(self, inputs: dict[str, np.ndarray], source: str | None = None) -> dict[str, np.ndarray]:
         """Run once; inputs are checked against the manifest (names, shapes, dtypes) and an
         error names `source` (where the inputs came from) or else the artifact."""
