@@ -41,7 +41,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         help="float artifacts: largest relative error --check accepts (default 1e-4); int8 artifacts: "
-        "largest difference in LSB from the QDQ reference (default 1)",
+        "largest difference in LSB of each VPU subgraph from its QDQ reference (default 1)",
     )
     p.add_argument(
         "--float-model",
