@@ -89,7 +89,7 @@ def run_stats(
         entry["dram_write_bytes"] += s.dram_written_bytes
         entry["sram_peak_bytes"] = max(entry["sram_peak_bytes"], s.sram_peak_bytes)
         entry["_macs"] += s.macs
-        entry["_mac_capacity"] += s.units["MAC"].busy_cycles * target.hardware.macs_per_cycle
+        entry["_mac_capacity"] += s.total_cycles * target.hardware.macs_per_cycle  # as compile: total
         for layer in s.layers:
             if layer.layer == 0:
                 continue
