@@ -150,7 +150,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-reference",
         action="store_true",
-        help="leave out the QDQ reference `vpuc run --check` compares the VPU with (faster host build)",
+        help="leave out the QDQ reference `vpuc run --check` compares the VPU with (the check then fails)",
+    )
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="build the QDQ reference into the host library now (default: carried, built by run --check)",
     )
     add_pass_options(p)
     add_partition_options(p)

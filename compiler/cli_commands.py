@@ -59,7 +59,7 @@ def compile_command(args) -> int:
         prepared = prepare_model(args.model, target, options, progress=progress)
         tuning_db = _tuning_db(args.db, prepared.target.name)
         artifact = build_artifact(
-            args.model, prepared, reference=not args.no_reference, progress=progress, tuning_db=tuning_db
+            args.model, prepared, reference=_reference_choice(args), progress=progress, tuning_db=tuning_db
         )
     for warning in artifact.report["warnings"]:
         print(f"vpuc compile: warning: {warning}", file=sys.stderr)
@@ -257,3 +257,13 @@ def targets_command(args) -> int:
     for target in targets:
         print(f"{target.name:10s} {target.kind:4s} {target.description}")
     return 0
+
+
+def _reference_choice(args) -> bool | str:
+    """--reference builds the QDQ reference now; --no-reference leaves it out; by default the
+    artifact carries it for `vpuc run --check` to build."""
+    from vpuc.compiler.errors import CompileError
+
+    if args.reference and args.no_reference:
+        raise CompileError("--reference and --no-reference exclude each other: give one")
+    return True if args.reference else (False if args.no_reference else "deferred")

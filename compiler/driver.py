@@ -43,6 +43,7 @@ from vpuc.compiler.lower import (
     join_host,
     lower_function,
     lower_partitioned,
+    reference_module,
     vpu_functions,
 )
 from vpuc.compiler.lower.reader.edges import channels_first_inputs
@@ -92,7 +93,9 @@ class CompileOptions:
     calib_method: str = DEFAULT_METHOD  # minmax, percentile, entropy, mse or auto
     percentile: float = DEFAULT_PERCENTILE
     quantize: bool = True  # VPU targets: quantise (False: partition the float model as is)
-    reference: bool = True  # int8 artifacts: also build the QDQ reference `vpuc run --check` uses
+    # int8 artifacts, the QDQ reference `vpuc run --check` uses: "deferred" (carried
+    # serialised, built by the check), True (built into the host library now), False (none)
+    reference: bool | str = "deferred"
     bias_correction: bool = True
     quant_options: QuantOptions = QuantOptions()  # the other methods, --keep-float, --min-sqnr
     tuning_db: str | Path | None = None  # a `vpuc tune` database directory (docs/tuning.md)
@@ -259,26 +262,30 @@ def _estimator(target: Target, provenance):
     return estimate
 
 
+REFERENCE_MODULE = "reference.json"  # the QDQ reference module, tvm.ir.save_json
+
+
 def build_artifact(
     model: str | Path | onnx.ModelProto,
     prepared: Prepared,
-    reference: bool = True,
+    reference: bool | str = "deferred",
     progress: Callable[[str], None] = _quiet,
     tuning_db: str | Path | None = None,
 ) -> Artifact:
-    """The host build and the packaging of a prepared model; `reference` adds the QDQ
-    reference of the VPU subgraphs to the host library (for `vpuc run --check`);
+    """The host build and the packaging of a prepared model. `reference`: the QDQ reference
+    of the VPU subgraphs (for `vpuc run --check`) carried serialised for the check to build
+    ("deferred"), built into the host library now (True), or left out (False).
     `tuning_db` is a `vpuc tune` database whose records schedule the host kernels."""
-    progress(
-        "building the host graph with LLVM"
-        + (" (and the QDQ reference)" if reference and prepared.programs else "")
-    )
+    built = reference is True and bool(prepared.programs)
+    progress("building the host graph with LLVM" + (" (and the QDQ reference)" if built else ""))
     imported = prepared.imported
     start = time.perf_counter()
     host_mod = prepared.mod
-    reference = reference and bool(prepared.programs)
+    deferred = None
     if prepared.programs:
-        host_mod = join_host(prepared.partition.mod, prepared.programs, reference=reference)
+        host_mod = join_host(prepared.partition.mod, prepared.programs, reference=built)
+        if reference == "deferred":
+            deferred = tvm.ir.save_json(reference_module(prepared.partition.mod, prepared.programs))
     host = build_host_library(host_mod, prepared.target, imported.name, tuning_db)
     prepared.timings["host_build_s"] = time.perf_counter() - start
     report = _report(prepared)
@@ -297,9 +304,13 @@ def build_artifact(
     }
     if prepared.quantized is not None:
         manifest["numerics"] = "int8"  # outputs carry int8 quantisation error (vpuc run --check)
-    if reference:
+    if built or deferred is not None:
         functions = [f"{REFERENCE_PREFIX}{p.index}" for p in prepared.programs]
         manifest["reference"] = {"entry": REFERENCE_ENTRY, "subgraphs": functions}
+    if deferred is not None:  # runtime/reference.py builds it, cached beside the artifact
+        members[REFERENCE_MODULE] = deferred.encode()
+        digest = hashlib.sha256(members[REFERENCE_MODULE]).hexdigest()
+        manifest["reference"].update(module=REFERENCE_MODULE, sha256=digest)
     return Artifact(manifest=manifest, members=members)
 
 

@@ -109,3 +109,25 @@ def test_a_constant_tensor_feeding_the_vpu_is_warned_by_name(vpuc, tmp_path):
     assert result.returncode == 0, result.stderr
     warnings = [w for w in json.loads(result.stdout).get("warnings", []) if "zero range" in w]
     assert warnings and all("tensor '" in w for w in warnings), result.stdout[-2000:]
+
+
+@needs_anchors
+def test_the_reference_is_built_by_the_check_and_cached_beside_the_artifact(tinyconv):
+    executable = runtime.load(tinyconv)
+    spec = executable.artifact.manifest["reference"]
+    assert spec["module"] in executable.artifact.members  # carried, not built at compile
+    cached = list(Path(tinyconv).parent.glob(f"{Path(tinyconv).name}.reference-*.so"))
+    for path in cached:
+        path.unlink()
+    executable, _, _ = _ran(tinyconv, seed=2)
+    assert subgraph_check(executable, 1)["passed"]
+    (built,) = Path(tinyconv).parent.glob(f"{Path(tinyconv).name}.reference-*.so")
+    assert built.name.endswith(f"{spec['sha256'][:12]}.so")
+
+
+@needs_anchors
+def test_without_a_reference_the_subgraph_check_fails(tmp_path):
+    path = compile_model(str(TINYCONV), target="u55-256", reference=False).save(tmp_path / "none.vpub")
+    executable, _, _ = _ran(path)
+    check = subgraph_check(executable, 1)
+    assert not check["passed"] and all("no-reference" in row["missing"] for row in check["outputs"])
