@@ -145,6 +145,11 @@ def _parser() -> argparse.ArgumentParser:
     add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the compile report as JSON")
     p.add_argument(
+        "--per-layer-csv",
+        metavar="FILE",
+        help="write the estimate's per-layer figures (docs/metrics.md) as CSV",
+    )
+    p.add_argument(
         "--emit-asm", metavar="DIR", help="also write each VPU program as assembly (vpuc asm reads it)"
     )
     p.add_argument(

@@ -64,6 +64,12 @@ def compile_command(args) -> int:
     for warning in artifact.report["warnings"]:
         print(f"vpuc compile: warning: {warning}", file=sys.stderr)
     artifact.save(output)
+    if args.per_layer_csv:
+        from vpuc.compiler.summary import write_layer_csv
+
+        write_layer_csv(
+            args.per_layer_csv, (artifact.report.get("vpu") or {}).get("layers", []), "estimate_cycles"
+        )
     if args.emit_asm:
         _emit_asm(prepared, Path(args.emit_asm))
     if args.json:

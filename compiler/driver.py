@@ -65,6 +65,7 @@ from vpuc.compiler.quantize import (
     QuantOptions,
     quantize_for_compile,
 )
+from vpuc.compiler.summary import network_summary
 from vpuc.runtime.artifact import Artifact
 from vpuc.targets import Target, resolve_target
 
@@ -290,6 +291,7 @@ def build_artifact(
     prepared.timings["host_build_s"] = time.perf_counter() - start
     report = _report(prepared)
     report["host_build"] = host.report
+    report["summary"] = network_summary(report, prepared.target, imported.onnx_model)
     report["warnings"] += host.warnings
     members = {"host.so": host.library, "report.json": json.dumps(report, indent=2).encode()}
     manifest = {

@@ -59,6 +59,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--trace", metavar="OUT.json", help="write one timeline (host, link, VPU units) for Perfetto"
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--per-layer-csv", metavar="FILE", help="write the simulated per-layer figures as CSV")
     p.add_argument(
         "--allow-nonfinite",
         action="store_true",
@@ -107,6 +108,15 @@ def run_command(args) -> int:
         save_npz(args.outputs, outputs)
     if args.trace:
         write_run_trace(stats, args.trace)
+    if args.per_layer_csv:
+        from vpuc.compiler.summary import write_layer_csv
+
+        nodes = {(c.subgraph, layer["name"]): layer.get("nodes") for c in executable.vpu_calls
+                 for layer in c.entry.get("layers", [])}  # fmt: skip
+        layers = [
+            {**lay, "nodes": nodes.get((lay["subgraph"], lay["name"]))} for lay in stats.to_json()["layers"]
+        ]
+        write_layer_csv(args.per_layer_csv, layers, "cycles")
     check = (
         check_run(executable, inputs, outputs, args.check, args.tolerance, args.float_model, args.sqnr_floor)
         if args.check

@@ -1,0 +1,48 @@
+"""`vpuc compile` ends with a network summary (MAC share on the VPU, bytes, cycles,
+compile time) and `--per-layer-csv` writes the per-layer figures of compile and run."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+
+def _model(path):
+    """Conv 3->4, 3x3, pad 1 on 8x8: 4*8*8 outputs x 3*3*3 = 6,912 MACs (by hand)."""
+    w = np.random.default_rng(0).normal(size=(4, 3, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["y"], ["out"], name="relu")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [onnx.numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_summary_counts_macs_and_the_csv_adds_up(vpuc, tmp_path):
+    model = _model(tmp_path / "m.onnx")
+    args = ("--target", "vpu", "--calib-synthetic", "4", "--no-profitability", "-o", tmp_path / "m.vpub")
+    result = vpuc("compile", model, *args, "--json", "--per-layer-csv", tmp_path / "est.csv")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    summary = report["summary"]
+    assert summary["macs"] == 6912 and summary["vpu_macs"] == 6912 and summary["vpu_mac_share"] == 1.0
+    assert summary["vpu_cycles"] == report["vpu"]["total"]["cycles"] > 0
+    clock = summary["clock_mhz"]
+    assert summary["vpu_inferences_per_s"] == clock * 1e6 / summary["vpu_cycles"]
+    rows = list(csv.DictReader(open(tmp_path / "est.csv")))
+    assert rows and "conv" in rows[0]["nodes"].split(";")  # named by the fused group's ONNX nodes
+    assert sum(int(r["macs"]) for r in rows) == 6912
+    text = vpuc("compile", model, *args)
+    assert "Network summary (vpu" in text.stdout and "6,912 of 6,912 (100.0%)" in text.stdout
+    ran = vpuc("run", tmp_path / "m.vpub", "--per-layer-csv", tmp_path / "sim.csv")
+    assert ran.returncode == 0, ran.stderr
+    simulated = list(csv.DictReader(open(tmp_path / "sim.csv")))
+    assert [r["layer"] for r in simulated] == [r["layer"] for r in rows]
