@@ -20,6 +20,7 @@ from vpuc.runtime.inputs import (
     random_inputs,
     save_npz,
 )
+from vpuc.runtime.stats import end_to_end
 
 EXIT_CHECK_FAILED = 1
 EXIT_NONFINITE = 1  # an output holds NaN or Inf (and --allow-nonfinite was not given)
@@ -126,6 +127,7 @@ def run_command(args) -> int:
         "outputs": [_summary(name, array) for name, array in outputs.items()],
         "check": check,
         **stats.to_json(),
+        "end_to_end": end_to_end(stats, executable.target, executable.artifact.report),
     }
     if args.json:
         print(json.dumps(_json_safe(result), indent=2, allow_nan=False))

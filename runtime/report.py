@@ -94,6 +94,17 @@ def _print_cost(console: Console, executable, result: dict[str, Any], stats) -> 
         f"total: {cycles['total']} cycles = VPU {cycles['vpu']} + link {cycles['link']} "
         f"({cycles['total'] / clock:.2f} us at {clock} MHz); host {result['host_ms']:.3f} ms"
     )
+    e2e = result.get("end_to_end")
+    if e2e and e2e["total_modelled_us"] is None:
+        console.print(
+            "end to end on the target system: not modelled (artifact compiled before vpuc recorded it)"
+        )
+    elif e2e:
+        console.print(
+            f"end to end on the target system: {e2e['total_modelled_us']:.2f} us = VPU {e2e['vpu_us']:.2f} "
+            f"+ link {e2e['link_us']:.2f} + host ops {e2e['host_modelled_us']:.2f} (modelled from the "
+            f"target's \\[host] figures); host measured on this machine {e2e['host_measured_here_ms']:.3f} ms"
+        )
 
 
 def _print_host_ops(console: Console, stats, top: int = 8) -> None:

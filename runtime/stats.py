@@ -121,3 +121,27 @@ def run_stats(
         started_s=started,
         clock_mhz=target.hardware.clock_mhz if target.hardware else 0,
     )
+
+
+def end_to_end(stats: RunStats, target: Target, report: dict[str, Any]) -> dict[str, Any] | None:
+    """The latency on the target system: the simulated VPU cycles and link cycles at the VPU
+    clock, plus the target host's modelled time for the ops left on the host (the compile's
+    partition report: `host_cycles_modelled` per op, from the target's [host] figures, at
+    the host clock). Next to it, the host time measured on this machine (not the target's)."""
+    ops = ((report or {}).get("partition") or {}).get("ops")
+    if ops is None or not target.has_vpu:
+        return None
+    host = [op for op in ops if op.get("device") == "cpu"]
+    clock, host_clock = target.hardware.clock_mhz, target.host.clock_mhz
+    vpu_us, link_us = stats.cycles["vpu"] / clock, stats.cycles["link"] / clock
+    known = all("host_cycles_modelled" in op for op in host)  # older artifacts lack it
+    host_cycles = sum(int(op["host_cycles_modelled"]) for op in host) if known else None
+    host_us = host_cycles / host_clock if known else None
+    return {
+        "vpu_us": round(vpu_us, 3),
+        "link_us": round(link_us, 3),
+        "host_modelled_us": round(host_us, 3) if known else None,
+        "host_modelled_cycles": host_cycles,
+        "total_modelled_us": round(vpu_us + link_us + host_us, 3) if known else None,
+        "host_measured_here_ms": round(stats.host_ms, 4),
+    }

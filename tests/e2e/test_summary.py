@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 
@@ -46,3 +47,36 @@ def test_summary_counts_macs_and_the_csv_adds_up(vpuc, tmp_path):
     assert ran.returncode == 0, ran.stderr
     simulated = list(csv.DictReader(open(tmp_path / "sim.csv")))
     assert [r["layer"] for r in simulated] == [r["layer"] for r in rows]
+
+
+def _mul_model(path):
+    """conv -> Mul(c, y) -> conv on 1x8x8x8; on `vpu` with two inputs the Mul stays on the host."""
+    w = np.random.default_rng(0).normal(size=(8, 8, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Mul", ["c", "y"], ["m"], name="mul"),
+         helper.make_node("Conv", ["m", "w"], ["out"], name="conv2", pads=[1, 1, 1, 1])],
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8, 8, 8]) for n in ("x", "y")],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [onnx.numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_end_to_end_latency_counts_the_host_ops_by_the_target_host(vpuc, tmp_path):
+    model = _mul_model(tmp_path / "m.onnx")
+    args = ("--target", "vpu", "--calib-synthetic", "4", "--no-profitability", "-o", tmp_path / "m.vpub")
+    compiled = vpuc("compile", model, *args, "--json")
+    assert compiled.returncode == 0, compiled.stderr
+    host = [op for op in json.loads(compiled.stdout)["partition"]["ops"] if op["device"] == "cpu"]
+    assert [op["name"] for op in host] == ["mul"]
+    ran = vpuc("run", tmp_path / "m.vpub", "--json")
+    e2e = json.loads(ran.stdout)["end_to_end"]
+    # By hand from targets/vpu.toml [host] (2000 MHz, 8 MACs and 16 B per cycle, 2000 per op):
+    # a float Mul of 512 elements reads 2 x 2048 B and writes 2048 B: 2000 + 512/8 + 6144/16.
+    assert e2e["host_modelled_cycles"] == 2000 + 64 + 384
+    assert e2e["host_modelled_us"] == round(2448 / 2000, 3)
+    parts = e2e["vpu_us"] + e2e["link_us"] + e2e["host_modelled_us"]
+    assert e2e["total_modelled_us"] == pytest.approx(parts, abs=0.002) and e2e["vpu_us"] > 0
