@@ -301,7 +301,7 @@ def build_artifact(
         "inputs": [spec.to_json() for spec in imported.inputs],
         "outputs": [spec.to_json() for spec in imported.outputs],
         "host": {"library": "host.so", "entry": "main"},
-        "vpu_programs": [_program_entry(p, members) for p in prepared.programs],
+        "vpu_programs": [_program_entry(p, members, imported.onnx_model) for p in prepared.programs],
         "host_target": host.host.to_json(),  # what `vpuc run` checks the CPU against
     }
     if prepared.quantized is not None:
@@ -316,8 +316,11 @@ def build_artifact(
     return Artifact(manifest=manifest, members=members)
 
 
-def _program_entry(program: VpuProgram, members: dict[str, bytes]) -> dict[str, Any]:
-    """The manifest's record of one VPU program; its binary and blob become members."""
+def _program_entry(program: VpuProgram, members: dict[str, bytes], model: onnx.ModelProto) -> dict[str, Any]:
+    """The manifest's record of one VPU program; its binary and blob become members. Each
+    output also carries `onnx_tensor`, the ONNX tensor it holds: the output of the node
+    of the layer writing it that no other node of the layer reads (its QuantizeLinear when
+    it has one)."""
     stem = f"vpu/sg{program.index}"
     members[f"{stem}.bin"] = program.program.to_bytes()
     members[f"{stem}.weights"] = program.blob
@@ -329,10 +332,22 @@ def _program_entry(program: VpuProgram, members: dict[str, bytes]) -> dict[str, 
         "instructions": len(program.program),
         "dram_bytes": program.dram_bytes,
         "inputs": [b.to_json() for b in program.inputs],
-        "outputs": [b.to_json() for b in program.outputs],
+        "outputs": [
+            {**b.to_json(), "onnx_tensor": _onnx_tensor(program, b.name, model)} for b in program.outputs
+        ],
         "layers": [{k: layer[k] for k in ("id", "name", "op", "nodes")} for layer in program.layers],
         "dram_map": program.dram_map,
     }
+
+
+def _onnx_tensor(program: VpuProgram, name: str, model: onnx.ModelProto) -> str | None:
+    layer = next((layer for layer in program.layers if layer.get("output") == name), None)
+    by_name = {node.name: node for node in model.graph.node}
+    group = [by_name[n] for n in (layer or {}).get("nodes", []) if n in by_name and by_name[n].output]
+    read = {tensor for node in group for tensor in node.input}
+    sinks = [node for node in group if node.output[0] not in read]  # what the group hands on
+    quantized = [node for node in sinks if node.op_type == "QuantizeLinear"]
+    return (quantized or sinks or [None])[-1].output[0] if sinks else None
 
 
 def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:

@@ -218,7 +218,8 @@ def subgraph_check(executable, tolerance: float) -> dict:
             expected = executable.reference_subgraph(index, call.inputs)
             for k, spec in enumerate(entry.outputs):
                 ref = expected[k] if k < len(expected) else None
-                rows.append(_lsb_row(index, spec["name"], call.outputs[k], ref, tolerance))
+                name = spec.get("onnx_tensor") or spec["name"]  # the ONNX tensor it holds
+                rows.append(_lsb_row(index, name, call.outputs[k], ref, tolerance))
     return {
         "reference": "QDQ reference (TVM, float QDQ semantics), each subgraph on its own inputs",
         "tolerance_lsb": tolerance,

@@ -42,6 +42,9 @@ def test_each_subgraph_is_checked_and_a_missing_capture_fails(tinyconv):
     check = subgraph_check(executable, 1)
     subgraphs = {row["subgraph"] for row in check["outputs"]}
     assert subgraphs == {call.subgraph for call in executable.vpu_calls} and check["passed"]
+    tensors = {t for node in onnx.load(TINYCONV).graph.node for t in node.output}
+    assert all(row["output"] in tensors for row in check["outputs"])  # named by their ONNX tensors
+    assert check["outputs"][-1]["output"] == "output"  # the last subgraph writes the model's output
     executable.last_run.calls[0].inputs = []  # the capture is lost
     lost = subgraph_check(executable, 1)
     assert not lost["passed"] and lost["outputs"][0]["missing"]

@@ -205,6 +205,7 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
                 "name": plan.op.name,
                 "op": plan.op.kind,
                 "nodes": list(plan.op.nodes),
+                "output": plan.op.output,  # the subgraph tensor it writes
                 "macs": plan.macs,
                 "estimate_cycles": clock.now - before,
                 "dram_read_bytes": plan.dram_read_bytes,
