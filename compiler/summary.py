@@ -18,7 +18,7 @@ from typing import Any
 import onnx
 
 MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
-CSV_COLUMNS = ("subgraph", "layer", "op", "nodes", "cycles", "macs")
+CSV_COLUMNS = ("subgraph", "layer", "op", "nodes", "cycles", "overlap_cycles", "macs")
 
 
 def onnx_macs(model: onnx.ModelProto) -> dict[str, int]:
@@ -127,5 +127,5 @@ def write_layer_csv(path: str | Path, layers: list[dict[str, Any]], cycles_key: 
         for layer in layers:
             writer.writerow([layer.get("subgraph"), layer.get("name"), layer.get("op"),
                              ";".join(layer.get("nodes") or []), layer.get(cycles_key, 0),
-                             layer.get("macs", 0)])  # fmt: skip
+                             layer.get("overlap_cycles", 0), layer.get("macs", 0)])  # fmt: skip
     partial.replace(path)

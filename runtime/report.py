@@ -78,12 +78,14 @@ def _print_cost(console: Console, executable, result: dict[str, Any], stats) -> 
         )
     console.print(table)
     table = _table(
-        "VPU layers (cycles: first to last instruction of the layer)", "sg", "layer", "op", "cycles", "MACs"
-    )
+        "VPU layers (cycles charged as the estimate charges them; overlap: run beside earlier layers)",
+        "sg", "layer", "op", "cycles", "overlap", "MACs",
+    )  # fmt: skip
     for layer in result["layers"]:
         table.add_row(
-            str(layer["subgraph"]), layer["name"], layer["op"], f"{layer['cycles']}", f"{layer['macs']}"
-        )
+            str(layer["subgraph"]), layer["name"], layer["op"], f"{layer['cycles']}",
+            f"{layer.get('overlap_cycles', 0)}", f"{layer['macs']}",
+        )  # fmt: skip
     console.print(table)
     cycles, transfer = result["cycles"], result["transfer_bytes"]
     console.print(

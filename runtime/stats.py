@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vpuc.targets import Target
+from vpuc.targets.isa.attribution import charge_layers
 
 
 @dataclass(frozen=True)
@@ -90,15 +91,16 @@ def run_stats(
         entry["sram_peak_bytes"] = max(entry["sram_peak_bytes"], s.sram_peak_bytes)
         entry["_macs"] += s.macs
         entry["_mac_capacity"] += s.total_cycles * target.hardware.macs_per_cycle  # as compile: total
-        for layer in s.layers:
-            if layer.layer == 0:
-                continue
+        real = [layer for layer in s.layers if layer.layer != 0]
+        charges = charge_layers([(layer.start_cycle, layer.end_cycle) for layer in real])
+        for layer, (charged, overlap) in zip(real, charges, strict=True):
             layers.append(
                 {
                     "subgraph": call.subgraph,
                     "name": layer.name,
                     "op": ops_of.get(call.subgraph, {}).get(layer.layer, ""),
-                    "cycles": layer.end_cycle - layer.start_cycle,
+                    "cycles": charged,  # targets/isa/attribution.py, as the estimate
+                    "overlap_cycles": overlap,
                     "macs": layer.macs,
                 }
             )

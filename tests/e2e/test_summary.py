@@ -47,6 +47,9 @@ def test_summary_counts_macs_and_the_csv_adds_up(vpuc, tmp_path):
     assert ran.returncode == 0, ran.stderr
     simulated = list(csv.DictReader(open(tmp_path / "sim.csv")))
     assert [r["layer"] for r in simulated] == [r["layer"] for r in rows]
+    assert sum(int(r["cycles"]) for r in rows) == report["vpu"]["total"]["cycles"]
+    ran = json.loads(vpuc("run", tmp_path / "m.vpub", "--json").stdout)
+    assert sum(layer["cycles"] for layer in ran["layers"]) == ran["subgraphs"][0]["cycles"]
 
 
 def _mul_model(path):
@@ -80,3 +83,16 @@ def test_end_to_end_latency_counts_the_host_ops_by_the_target_host(vpuc, tmp_pat
     assert e2e["host_modelled_us"] == round(2448 / 2000, 3)
     parts = e2e["vpu_us"] + e2e["link_us"] + e2e["host_modelled_us"]
     assert e2e["total_modelled_us"] == pytest.approx(parts, abs=0.002) and e2e["vpu_us"] > 0
+
+
+def test_layers_are_charged_by_the_frontier_rule():
+    from vpuc.targets.isa.attribution import charge_layers
+
+    # By hand: A 0-100; B 50-150 moves the frontier by 50 (50 overlap); C 60-120 lies inside
+    # (0 charged, 60 overlap); D 150-200 charged 50. Sum 200 = the last end.
+    assert charge_layers([(0, 100), (50, 150), (60, 120), (150, 200)]) == [
+        (100, 0),
+        (50, 50),
+        (0, 60),
+        (50, 0),
+    ]
