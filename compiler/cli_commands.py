@@ -181,10 +181,16 @@ def partition_command(args) -> int:
         )
         if not args.json:
             print(f"drawing: {path}")
+    from vpuc.compiler.summary import mac_share
+
+    report = {**report, "macs": mac_share(report, prepared.imported.onnx_model)}
     if args.json:
         print(json.dumps({"model": prepared.imported.name, **report}, indent=2))
     else:
         print_partition_report(prepared.imported.name, report)
+        macs = report["macs"]
+        if macs["total"]:
+            print(f"MACs on the VPU: {macs['vpu']:,} of {macs['total']:,} ({macs['vpu_share']:.1%})")
     return 0
 
 

@@ -49,12 +49,19 @@ def onnx_macs(model: onnx.ModelProto) -> dict[str, int]:
     return found
 
 
-def network_summary(report: dict[str, Any], target, model: onnx.ModelProto) -> dict[str, Any]:
-    partition = report.get("partition") or {}
-    devices = {op["name"]: op.get("device") for op in partition.get("ops", report.get("ops", []))}
+def mac_share(partition: dict[str, Any], model: onnx.ModelProto) -> dict[str, Any]:
+    """{total, vpu, vpu_share}: the model's MACs (onnx_macs) and those of nodes on the VPU."""
+    devices = {op["name"]: op.get("device") for op in partition.get("ops", [])}
     macs = onnx_macs(model)
-    total_macs = sum(macs.values())
-    vpu_macs = sum(m for name, m in macs.items() if devices.get(name) == "vpu")
+    total = sum(macs.values())
+    vpu = sum(m for name, m in macs.items() if devices.get(name) == "vpu")
+    return {"total": total, "vpu": vpu, "vpu_share": vpu / total if total else None}
+
+
+def network_summary(report: dict[str, Any], target, model: onnx.ModelProto) -> dict[str, Any]:
+    partition = report.get("partition") or {"ops": report.get("ops", [])}
+    share = mac_share(partition, model)
+    total_macs, vpu_macs = share["total"], share["vpu"]
     vpu = (report.get("vpu") or {}).get("total") or {}
     totals = partition.get("totals") or report.get("totals") or {}
     clock = target.hardware.clock_mhz if target.has_vpu else None

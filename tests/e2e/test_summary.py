@@ -41,6 +41,9 @@ def test_summary_counts_macs_and_the_csv_adds_up(vpuc, tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "est.csv")))
     assert rows and "conv" in rows[0]["nodes"].split(";")  # named by the fused group's ONNX nodes
     assert sum(int(r["macs"]) for r in rows) == 6912
+    parted = vpuc("partition", model, *args[:-2], "--json")
+    assert parted.returncode == 0, parted.stderr
+    assert json.loads(parted.stdout)["macs"] == {"total": 6912, "vpu": 6912, "vpu_share": 1.0}
     text = vpuc("compile", model, *args)
     assert "Network summary (vpu" in text.stdout and "6,912 of 6,912 (100.0%)" in text.stdout
     ran = vpuc("run", tmp_path / "m.vpub", "--per-layer-csv", tmp_path / "sim.csv")
