@@ -224,7 +224,9 @@ def subgraph_check(executable, tolerance: float) -> dict:
         "reference": "QDQ reference (TVM, float QDQ semantics), each subgraph on its own inputs",
         "tolerance_lsb": tolerance,
         "outputs": rows,
-        "passed": bool(rows) and all(r["passed"] for r in rows),
+        # an artifact with no VPU program has nothing to check here; one with programs but no
+        # row cannot happen (each program gives a row, a missing one a failed row)
+        "passed": all(r["passed"] for r in rows),
     }
 
 
