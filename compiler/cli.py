@@ -158,12 +158,22 @@ def _parser() -> argparse.ArgumentParser:
     add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the compile report as JSON")
     p.add_argument(
+        "--per-layer-csv",
+        metavar="FILE",
+        help="write the estimate's per-layer figures (docs/metrics.md) as CSV",
+    )
+    p.add_argument(
         "--emit-asm", metavar="DIR", help="also write each VPU program as assembly (vpuc asm reads it)"
     )
     p.add_argument(
         "--no-reference",
         action="store_true",
-        help="leave out the QDQ reference `vpuc run --check` compares the VPU with (faster host build)",
+        help="leave out the QDQ reference `vpuc run --check` compares the VPU with (the check then fails)",
+    )
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="build the QDQ reference into the host library now (default: carried, built by run --check)",
     )
     add_pass_options(p)
     add_partition_options(p)

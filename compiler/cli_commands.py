@@ -59,11 +59,17 @@ def compile_command(args) -> int:
         prepared = prepare_model(args.model, target, options, progress=progress)
         tuning_db = _tuning_db(args.db, prepared.target.name)
         artifact = build_artifact(
-            args.model, prepared, reference=not args.no_reference, progress=progress, tuning_db=tuning_db
+            args.model, prepared, reference=_reference_choice(args), progress=progress, tuning_db=tuning_db
         )
     for warning in artifact.report["warnings"]:
         print(f"vpuc compile: warning: {warning}", file=sys.stderr)
     artifact.save(output)
+    if args.per_layer_csv:
+        from vpuc.compiler.summary import write_layer_csv
+
+        write_layer_csv(
+            args.per_layer_csv, (artifact.report.get("vpu") or {}).get("layers", []), "estimate_cycles"
+        )
     if args.emit_asm:
         _emit_asm(prepared, Path(args.emit_asm))
     if args.json:
@@ -175,10 +181,16 @@ def partition_command(args) -> int:
         )
         if not args.json:
             print(f"drawing: {path}")
+    from vpuc.compiler.summary import mac_share
+
+    report = {**report, "macs": mac_share(report, prepared.imported.onnx_model)}
     if args.json:
         print(json.dumps({"model": prepared.imported.name, **report}, indent=2))
     else:
         print_partition_report(prepared.imported.name, report)
+        macs = report["macs"]
+        if macs["total"]:
+            print(f"MACs on the VPU: {macs['vpu']:,} of {macs['total']:,} ({macs['vpu_share']:.1%})")
     return 0
 
 
@@ -257,3 +269,13 @@ def targets_command(args) -> int:
     for target in targets:
         print(f"{target.name:10s} {target.kind:4s} {target.description}")
     return 0
+
+
+def _reference_choice(args) -> bool | str:
+    """--reference builds the QDQ reference now; --no-reference leaves it out; by default the
+    artifact carries it for `vpuc run --check` to build."""
+    from vpuc.compiler.errors import CompileError
+
+    if args.reference and args.no_reference:
+        raise CompileError("--reference and --no-reference exclude each other: give one")
+    return True if args.reference else (False if args.no_reference else "deferred")

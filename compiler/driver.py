@@ -43,6 +43,7 @@ from vpuc.compiler.lower import (
     join_host,
     lower_function,
     lower_partitioned,
+    reference_module,
     vpu_functions,
 )
 from vpuc.compiler.lower.reader.edges import channels_first_inputs
@@ -64,6 +65,7 @@ from vpuc.compiler.quantize import (
     QuantOptions,
     quantize_for_compile,
 )
+from vpuc.compiler.summary import network_summary
 from vpuc.runtime.artifact import Artifact
 from vpuc.targets import Target, resolve_target
 
@@ -92,7 +94,9 @@ class CompileOptions:
     calib_method: str = DEFAULT_METHOD  # minmax, percentile, entropy, mse or auto
     percentile: float = DEFAULT_PERCENTILE
     quantize: bool = True  # VPU targets: quantise (False: partition the float model as is)
-    reference: bool = True  # int8 artifacts: also build the QDQ reference `vpuc run --check` uses
+    # int8 artifacts, the QDQ reference `vpuc run --check` uses: "deferred" (carried
+    # serialised, built by the check), True (built into the host library now), False (none)
+    reference: bool | str = "deferred"
     bias_correction: bool = True
     quant_options: QuantOptions = QuantOptions()  # the other methods, --keep-float, --min-sqnr
     tuning_db: str | Path | None = None  # a `vpuc tune` database directory (docs/tuning.md)
@@ -282,30 +286,35 @@ def _estimator(target: Target, provenance, lowered: dict):
     return estimate
 
 
+REFERENCE_MODULE = "reference.json"  # the QDQ reference module, tvm.ir.save_json
+
+
 def build_artifact(
     model: str | Path | onnx.ModelProto,
     prepared: Prepared,
-    reference: bool = True,
+    reference: bool | str = "deferred",
     progress: Callable[[str], None] = _quiet,
     tuning_db: str | Path | None = None,
 ) -> Artifact:
-    """The host build and the packaging of a prepared model; `reference` adds the QDQ
-    reference of the VPU subgraphs to the host library (for `vpuc run --check`);
+    """The host build and the packaging of a prepared model. `reference`: the QDQ reference
+    of the VPU subgraphs (for `vpuc run --check`) carried serialised for the check to build
+    ("deferred"), built into the host library now (True), or left out (False).
     `tuning_db` is a `vpuc tune` database whose records schedule the host kernels."""
-    progress(
-        "building the host graph with LLVM"
-        + (" (and the QDQ reference)" if reference and prepared.programs else "")
-    )
+    built = reference is True and bool(prepared.programs)
+    progress("building the host graph with LLVM" + (" (and the QDQ reference)" if built else ""))
     imported = prepared.imported
     start = time.perf_counter()
     host_mod = prepared.mod
-    reference = reference and bool(prepared.programs)
+    deferred = None
     if prepared.programs:
-        host_mod = join_host(prepared.partition.mod, prepared.programs, reference=reference)
+        host_mod = join_host(prepared.partition.mod, prepared.programs, reference=built)
+        if reference == "deferred":
+            deferred = tvm.ir.save_json(reference_module(prepared.partition.mod, prepared.programs))
     host = build_host_library(host_mod, prepared.target, imported.name, tuning_db)
     prepared.timings["host_build_s"] = time.perf_counter() - start
     report = _report(prepared)
     report["host_build"] = host.report
+    report["summary"] = network_summary(report, prepared.target, imported.onnx_model)
     report["warnings"] += host.warnings
     members = {"host.so": host.library, "report.json": json.dumps(report, indent=2).encode()}
     manifest = {
@@ -315,19 +324,26 @@ def build_artifact(
         "inputs": [spec.to_json() for spec in imported.inputs],
         "outputs": [spec.to_json() for spec in imported.outputs],
         "host": {"library": "host.so", "entry": "main"},
-        "vpu_programs": [_program_entry(p, members) for p in prepared.programs],
+        "vpu_programs": [_program_entry(p, members, imported.onnx_model) for p in prepared.programs],
         "host_target": host.host.to_json(),  # what `vpuc run` checks the CPU against
     }
     if prepared.quantized is not None:
         manifest["numerics"] = "int8"  # outputs carry int8 quantisation error (vpuc run --check)
-    if reference:
+    if built or deferred is not None:
         functions = [f"{REFERENCE_PREFIX}{p.index}" for p in prepared.programs]
         manifest["reference"] = {"entry": REFERENCE_ENTRY, "subgraphs": functions}
+    if deferred is not None:  # runtime/reference.py builds it, cached beside the artifact
+        members[REFERENCE_MODULE] = deferred.encode()
+        digest = hashlib.sha256(members[REFERENCE_MODULE]).hexdigest()
+        manifest["reference"].update(module=REFERENCE_MODULE, sha256=digest)
     return Artifact(manifest=manifest, members=members)
 
 
-def _program_entry(program: VpuProgram, members: dict[str, bytes]) -> dict[str, Any]:
-    """The manifest's record of one VPU program; its binary and blob become members."""
+def _program_entry(program: VpuProgram, members: dict[str, bytes], model: onnx.ModelProto) -> dict[str, Any]:
+    """The manifest's record of one VPU program; its binary and blob become members. Each
+    output also carries `onnx_tensor`, the ONNX tensor it holds: the output of the node
+    of the layer writing it that no other node of the layer reads (its QuantizeLinear when
+    it has one)."""
     stem = f"vpu/sg{program.index}"
     members[f"{stem}.bin"] = program.program.to_bytes()
     members[f"{stem}.weights"] = program.blob
@@ -339,10 +355,22 @@ def _program_entry(program: VpuProgram, members: dict[str, bytes]) -> dict[str, 
         "instructions": len(program.program),
         "dram_bytes": program.dram_bytes,
         "inputs": [b.to_json() for b in program.inputs],
-        "outputs": [b.to_json() for b in program.outputs],
+        "outputs": [
+            {**b.to_json(), "onnx_tensor": _onnx_tensor(program, b.name, model)} for b in program.outputs
+        ],
         "layers": [{k: layer[k] for k in ("id", "name", "op", "nodes")} for layer in program.layers],
         "dram_map": program.dram_map,
     }
+
+
+def _onnx_tensor(program: VpuProgram, name: str, model: onnx.ModelProto) -> str | None:
+    layer = next((layer for layer in program.layers if layer.get("output") == name), None)
+    by_name = {node.name: node for node in model.graph.node}
+    group = [by_name[n] for n in (layer or {}).get("nodes", []) if n in by_name and by_name[n].output]
+    read = {tensor for node in group for tensor in node.input}
+    sinks = [node for node in group if node.output[0] not in read]  # what the group hands on
+    quantized = [node for node in sinks if node.op_type == "QuantizeLinear"]
+    return (quantized or sinks or [None])[-1].output[0] if sinks else None
 
 
 def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:

@@ -58,6 +58,10 @@ def print_compile_report(report: dict[str, Any], manifest: dict[str, Any], outpu
     passes = sum(v for k, v in timings.items() if k.startswith("pass_"))
     parts = [f"{k.removesuffix('_s')} {v:.2f} s" for k, v in stages.items()] + [f"passes {passes:.2f} s"]
     console.print(f"compile time: {', '.join(parts)}")
+    if report.get("summary"):
+        from vpuc.compiler.summary import summary_lines
+
+        console.print("\n".join(summary_lines(report["summary"])))
 
 
 def _print_vpu_estimate(console: Console, vpu: dict[str, Any], target: dict[str, Any]) -> None:

@@ -6,20 +6,22 @@ For each output, max_abs_err = max |ours - ort|, rel_err = max_abs_err / max |or
 the reference is all zeros, rel_err = max_abs_err), sqnr_db = 10 log10(sum ref^2 / sum
 (ours - ref)^2). Passes when every rel_err <= the tolerance (1e-4, or --tolerance).
 
-int8 artifacts, two checks (both must pass):
-  qdq    every int8 output of every VPU subgraph against the artifact's QDQ reference (the
-         same graph with that subgraph evaluated on the host in float QDQ semantics by
-         TVM, which equals onnxruntime on the QDQ graph with optimisations off):
-         max_lsb = max |ours - reference| in quantisation steps, exact_share = the share
-         of elements equal. Passes when max_lsb <= the tolerance (1 LSB, or --tolerance).
-  float  against onnxruntime on the float model: each output's SQNR must reach a floor,
-         the compile report's held-out SQNR for that output minus SQNR_MARGIN_DB (the
-         quantisation error the compile measured, with room for other inputs; never above
-         FLOAT_ROUNDING_DB, where only float rounding is left), or, when the
-         QDQ reference on these very inputs is itself further from the float model, its
-         SQNR minus REFERENCE_MARGIN_DB (one input can be harder than the held-out set: the
-         VPU must then be no worse than the QDQ semantics it implements). Without either
-         figure the SQNR is reported and not judged.
+int8 artifacts, three parts, each judged by its own tolerance (none waives another):
+  qdq        each VPU subgraph on its own inputs: the int8 inputs every VPU call received in
+             this run are fed to that subgraph's QDQ reference (the artifact's host copy of
+             the subgraph in float QDQ semantics, TVM), and its int8 outputs compared:
+             max_lsb <= 1 (or --tolerance). A VPU program that did not run, or whose inputs
+             or reference outputs are missing, FAILS (a row with `missing`).
+  float      end to end against onnxruntime on the float model (the model given when it is
+             float; --float-model F when it is QDQ, else the part is skipped and says so):
+             each output's SQNR >= its floor = max(ABSOLUTE_SQNR_FLOOR_DB or --sqnr-floor,
+             the compile report's held-out SQNR for it minus SQNR_MARGIN_DB, capped at
+             FLOAT_ROUNDING_DB). For a QDQ model the quantisation is the model's, not
+             vpuc's: its SQNR is judged only against --sqnr-floor when given (its int8
+             edges are dequantised with the QDQ model's own scales to feed and compare).
+  qdq_model  end to end against onnxruntime on the QDQ model (the model given, when it is
+             QDQ), in LSB at the int8 outputs (a float output that a DequantizeLinear
+             produces is compared in its steps): max_lsb <= END_TO_END_LSB_TOLERANCE.
 Definitions: docs/metrics.md.
 """
 
@@ -31,10 +33,11 @@ from pathlib import Path
 import numpy as np
 
 SQNR_MARGIN_DB = 10.0
+ABSOLUTE_SQNR_FLOOR_DB = 20.0  # a quantised output this far from the float model is broken
 FLOAT_ROUNDING_DB = 80.0  # floors never ask more: float32 paths differ from onnxruntime by ~1e-7
-REFERENCE_MARGIN_DB = 1.0
 FLOAT_TOLERANCE = 1e-4
 LSB_TOLERANCE = 1
+END_TO_END_LSB_TOLERANCE = 2  # a chain of subgraphs and host layers: 1 LSB each may add up
 
 
 class CheckError(ValueError):
@@ -58,7 +61,7 @@ class OutputError:
 
 
 def reference_outputs(model_path: str | Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run onnxruntime (CPU, optimisations off) on the original model."""
+    """Run onnxruntime (CPU, optimisations off) on an ONNX model."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -93,46 +96,97 @@ def compare(ours: dict[str, np.ndarray], reference: dict[str, np.ndarray], sourc
     return errors
 
 
-def check_run(executable, inputs, outputs, model_path: str, tolerance: float | None) -> dict:
-    """The check's report (docs/metrics.md); `passed` says whether every part passed."""
+def check_run(
+    executable,
+    inputs,
+    outputs,
+    model_path: str,
+    tolerance: float | None,
+    float_model: str | None = None,
+    sqnr_floor: float | None = None,
+) -> dict:
+    """The check's report (docs/metrics.md); `passed` says whether every part passed.
+    The executable must have run `inputs` with record_outputs(True)."""
     numerics = executable.artifact.manifest.get("numerics", "float32")
-    float_outputs = reference_outputs(model_path, inputs)
-    errors = compare(outputs, float_outputs, model_path)
     if numerics != "int8":
+        errors = compare(outputs, reference_outputs(model_path, inputs), model_path)
         limit = FLOAT_TOLERANCE if tolerance is None else tolerance
         rows = [{**e.to_json(), "passed": bool(e.rel_err <= limit)} for e in errors]
         part = {"reference": "onnxruntime, float model", "tolerance_rel_err": limit, "outputs": rows}
         part["passed"] = all(r["passed"] for r in rows)
-        return {
-            "model": model_path,
-            "numerics": numerics,
-            "float": part,
-            "qdq": None,
-            "passed": part["passed"],
+        return {"model": model_path, "numerics": numerics, "float": part, "qdq": None,
+                "passed": part["passed"]}  # fmt: skip
+    from vpuc.runtime.check_qdq import is_qdq_model, qdq_model_check
+
+    qdq_input = is_qdq_model(model_path)
+    qdq = subgraph_check(executable, LSB_TOLERANCE if tolerance is None else tolerance)
+    float_path = float_model or (None if qdq_input else model_path)
+    # A QDQ model's quantisation is its own (qdq_model judges vpuc's fidelity to it): its SQNR
+    # against the float model is judged only against a floor the user gives.
+    floor = sqnr_floor if sqnr_floor is not None or qdq_input else ABSOLUTE_SQNR_FLOOR_DB
+    if float_path is None:
+        float_part = {
+            "reference": "onnxruntime, float model",
+            "skipped": f"{model_path} is a QDQ model; give the float model with --float-model F",
+            "outputs": [],
+            "passed": True,
         }
-    captured, qdq_outputs = executable.reference_run(inputs) if executable.has_reference else ({}, {})
-    floors = _sqnr_floors(executable.artifact.report)
-    for e in compare(qdq_outputs, float_outputs, model_path) if qdq_outputs else []:
-        if np.isfinite(e.sqnr_db):
-            by_reference = round(e.sqnr_db - REFERENCE_MARGIN_DB, 2)
-            floors[e.name] = min(floors.get(e.name, by_reference), by_reference)
+    else:
+        float_part = _float_check(
+            executable, inputs, outputs, float_path, floor, model_path if qdq_input else None
+        )
+    model_part = qdq_model_check(model_path, inputs, outputs, END_TO_END_LSB_TOLERANCE) if qdq_input else None
+    parts = [qdq, float_part, model_part]
+    return {
+        "model": model_path,
+        "numerics": numerics,
+        "qdq": qdq,
+        "float": float_part,
+        "qdq_model": model_part,
+        "passed": all(p["passed"] for p in parts if p is not None),
+    }
+
+
+def _float_check(executable, inputs, outputs, float_path: str, absolute: float | None, qdq_path=None) -> dict:
+    if qdq_path is not None:  # int8 edges of the QDQ model become the float model's values
+        from vpuc.runtime.check_qdq import quantization
+
+        ins, outs = quantization(qdq_path)
+        inputs = {k: _dequantize(v, ins.get(k)) for k, v in inputs.items()}
+        outputs = {k: _dequantize(v, outs.get(k)) for k, v in outputs.items()}
+    errors = compare(outputs, reference_outputs(float_path, inputs), float_path)
+    relative = {} if qdq_path is not None else _relative_floors(executable.artifact.report)
     rows = []
     for e in errors:
-        floor = floors.get(e.name)
+        rel = relative.get(e.name)
+        floor = max(f for f in (absolute, rel, float("-inf")) if f is not None)
+        floor = None if floor == float("-inf") else floor
         rows.append(
-            {**e.to_json(), "sqnr_floor_db": floor, "passed": bool(floor is None or e.sqnr_db >= floor)}
+            {
+                **e.to_json(),
+                "sqnr_floor_db": floor,
+                "sqnr_floor_absolute_db": absolute,
+                "sqnr_floor_relative_db": rel,
+                "passed": bool(floor is None or e.sqnr_db >= floor),
+            }
         )
-    part = {
+    return {
         "reference": "onnxruntime, float model",
+        "model": float_path,
         "outputs": rows,
         "passed": all(r["passed"] for r in rows),
     }
-    qdq = _qdq_check(executable, captured, LSB_TOLERANCE if tolerance is None else tolerance)
-    passed = part["passed"] and (qdq is None or qdq["passed"])
-    return {"model": model_path, "numerics": numerics, "float": part, "qdq": qdq, "passed": passed}
 
 
-def _sqnr_floors(report: dict) -> dict[str, float]:
+def _dequantize(array: np.ndarray, params) -> np.ndarray:
+    if params is None or array.dtype.kind == "f":
+        return array
+    scale, zero = params
+    return ((array.astype(np.float32) - np.float32(zero)) * np.float32(scale)).astype(np.float32)
+
+
+def _relative_floors(report: dict) -> dict[str, float]:
+    """The compile's held-out SQNR of each output minus SQNR_MARGIN_DB."""
     accuracy = (report or {}).get("accuracy") or {}
     floors = {}
     for out in accuracy.get("outputs", []):
@@ -141,30 +195,52 @@ def _sqnr_floors(report: dict) -> dict[str, float]:
     return floors
 
 
-def _qdq_check(executable, reference: dict, tolerance: float) -> dict | None:
-    """Every VPU subgraph's int8 outputs against the QDQ reference, or None without one."""
-    if not executable.has_reference or not executable.vpu_calls:
-        return None
-    calls = executable.last_run.calls if executable.last_run else []
+def subgraph_check(executable, tolerance: float) -> dict:
+    """Every VPU subgraph's int8 outputs against its QDQ reference on the inputs the run gave
+    that call; a program with no call, capture or reference is a failed row."""
     rows = []
-    for call in calls:
-        expected = reference.get(call.subgraph, [])
-        entry = next(c for c in executable.vpu_calls if c.subgraph == call.subgraph)
-        for k, (ours, ref) in enumerate(zip(call.outputs, expected, strict=False)):
-            diff = np.abs(ours.astype(np.int32) - ref.astype(np.int32))
-            rows.append(
-                {
-                    "subgraph": call.subgraph,
-                    "output": entry.outputs[k]["name"],
-                    "elements": int(diff.size),
-                    "max_lsb": int(diff.max()) if diff.size else 0,
-                    "exact_share": float(np.mean(diff == 0)) if diff.size else 1.0,
-                    "passed": bool(diff.size == 0 or diff.max() <= tolerance),
-                }
-            )
+    calls = executable.last_run.calls if executable.last_run else []
+    for entry in executable.vpu_calls:
+        index = entry.subgraph
+        mine = [c for c in calls if c.subgraph == index]
+        missing = None
+        if not executable.has_reference:
+            missing = "the artifact has no QDQ reference (compiled with --no-reference)"
+        elif not mine:
+            missing = "the program did not run"
+        elif any(len(c.inputs) != len(entry.inputs) or len(c.outputs) != len(entry.outputs) for c in mine):
+            missing = "its inputs or outputs were not captured (record_outputs)"
+        if missing:
+            rows.append({"subgraph": index, "output": None, "elements": 0, "max_lsb": None,
+                         "exact_share": 0.0, "missing": missing, "passed": False})  # fmt: skip
+            continue
+        for call in mine:
+            expected = executable.reference_subgraph(index, call.inputs)
+            for k, spec in enumerate(entry.outputs):
+                ref = expected[k] if k < len(expected) else None
+                name = spec.get("onnx_tensor") or spec["name"]  # the ONNX tensor it holds
+                rows.append(_lsb_row(index, name, call.outputs[k], ref, tolerance))
     return {
-        "reference": "QDQ reference (TVM, float QDQ semantics)",
+        "reference": "QDQ reference (TVM, float QDQ semantics), each subgraph on its own inputs",
         "tolerance_lsb": tolerance,
         "outputs": rows,
+        # an artifact with no VPU program has nothing to check here; one with programs but no
+        # row cannot happen (each program gives a row, a missing one a failed row)
         "passed": all(r["passed"] for r in rows),
+    }
+
+
+def _lsb_row(index: int, name: str, ours: np.ndarray, ref: np.ndarray | None, tolerance: float) -> dict:
+    if ref is None or ref.shape != ours.shape:
+        why = "the reference gave no such output" if ref is None else f"reference shape {list(ref.shape)}"
+        return {"subgraph": index, "output": name, "elements": int(ours.size), "max_lsb": None,
+                "exact_share": 0.0, "missing": why, "passed": False}  # fmt: skip
+    diff = np.abs(ours.astype(np.int32) - ref.astype(np.int32))
+    return {
+        "subgraph": index,
+        "output": name,
+        "elements": int(diff.size),
+        "max_lsb": int(diff.max()) if diff.size else 0,
+        "exact_share": float(np.mean(diff == 0)) if diff.size else 1.0,
+        "passed": bool(diff.size == 0 or diff.max() <= tolerance),
     }

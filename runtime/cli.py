@@ -20,6 +20,7 @@ from vpuc.runtime.inputs import (
     random_inputs,
     save_npz,
 )
+from vpuc.runtime.stats import end_to_end
 
 EXIT_CHECK_FAILED = 1
 EXIT_NONFINITE = 1  # an output holds NaN or Inf (and --allow-nonfinite was not given)
@@ -41,13 +42,26 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         help="float artifacts: largest relative error --check accepts (default 1e-4); int8 artifacts: "
-        "largest difference in LSB from the QDQ reference (default 1)",
+        "largest difference in LSB of each VPU subgraph from its QDQ reference (default 1)",
+    )
+    p.add_argument(
+        "--float-model",
+        metavar="F",
+        help="--check of a QDQ model: also compare end to end with onnxruntime on this float model",
+    )
+    p.add_argument(
+        "--sqnr-floor",
+        type=float,
+        default=None,
+        help="int8 artifacts: the absolute SQNR (dB) every output must reach against the float model "
+        "(default 20; the compile's held-out SQNR minus 10 dB when higher)",
     )
     p.add_argument(
         "--trace", metavar="OUT.json", help="write one timeline (host, link, VPU units) for Perfetto"
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--html", metavar="FILE", help="write the HTML report of this run (docs/report.md)")
+    p.add_argument("--per-layer-csv", metavar="FILE", help="write the simulated per-layer figures as CSV")
     p.add_argument(
         "--allow-nonfinite",
         action="store_true",
@@ -124,12 +138,26 @@ def run_command(args) -> int:
         save_npz(args.outputs, outputs)
     if args.trace:
         write_run_trace(stats, args.trace)
-    check = check_run(executable, inputs, outputs, args.check, args.tolerance) if args.check else None
+    if args.per_layer_csv:
+        from vpuc.compiler.summary import write_layer_csv
+
+        nodes = {(c.subgraph, layer["name"]): layer.get("nodes") for c in executable.vpu_calls
+                 for layer in c.entry.get("layers", [])}  # fmt: skip
+        layers = [
+            {**lay, "nodes": nodes.get((lay["subgraph"], lay["name"]))} for lay in stats.to_json()["layers"]
+        ]
+        write_layer_csv(args.per_layer_csv, layers, "cycles")
+    check = (
+        check_run(executable, inputs, outputs, args.check, args.tolerance, args.float_model, args.sqnr_floor)
+        if args.check
+        else None
+    )
     result = {
         "artifact": artifact_identity(args.artifact),
         "outputs": [_summary(name, array) for name, array in outputs.items()],
         "check": check,
         **stats.to_json(),
+        "end_to_end": end_to_end(stats, executable.target, executable.artifact.report),
     }
     if args.html:
         from vpuc.runtime.report_html import write_report
@@ -158,6 +186,13 @@ def _check_arguments(args) -> None:
         raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
     if args.tolerance is not None and not args.check:
         raise InputError("--tolerance: only used with --check MODEL")
+    for flag, value in (("--float-model", args.float_model), ("--sqnr-floor", args.sqnr_floor)):
+        if value is not None and not args.check:
+            raise InputError(f"{flag}: only used with --check MODEL")
+    if args.sqnr_floor is not None and not math.isfinite(args.sqnr_floor):
+        raise InputError(f"--sqnr-floor: must be a finite number of dB, got {args.sqnr_floor}")
+    if args.float_model and not Path(args.float_model).is_file():
+        raise InputError(f"--float-model: {args.float_model}: no such file")
     if args.outputs:
         _check_outputs_path(Path(args.outputs), args)
 

@@ -63,6 +63,7 @@ class Executable:
         if time_host_ops:
             self._vm.set_instrument(tvm_ffi.convert(self._instrument))
         self._open: dict[str, float] = {}
+        self._deferred: relax.VirtualMachine | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Executable:
@@ -90,6 +91,17 @@ class Executable:
     def has_reference(self) -> bool:
         return "reference" in self.artifact.manifest
 
+    def _reference_vm(self) -> relax.VirtualMachine:
+        """The VM holding the reference: the host library's, or the deferred reference
+        built (and cached) on first use (reference.py)."""
+        if "module" not in self.artifact.manifest["reference"]:
+            return self._vm
+        if self._deferred is None:
+            from vpuc.runtime.reference import reference_vm
+
+            self._deferred = reference_vm(self, self._workdir.name)
+        return self._deferred
+
     def reference_run(self, inputs: dict[str, np.ndarray]) -> tuple[dict[int, list[np.ndarray]], dict]:
         """The QDQ reference on the host (the artifact's reference entry: the same graph, each
         VPU subgraph evaluated in float QDQ semantics by TVM), from the same model inputs:
@@ -106,14 +118,39 @@ class Executable:
         import tvm_ffi
 
         arrays = check_inputs(self.inputs, inputs, self.source)
-        self._vm.set_instrument(tvm_ffi.convert(capture))
+        vm = self._reference_vm()
+        vm.set_instrument(tvm_ffi.convert(capture))
         try:
             result = _flatten(
-                self._vm[spec["entry"]](*[tvm.runtime.tensor(arrays[s["name"]]) for s in self.inputs])
+                vm[spec["entry"]](*[tvm.runtime.tensor(arrays[s["name"]]) for s in self.inputs])
             )
         finally:
-            self._vm.set_instrument(tvm_ffi.convert(self._instrument) if self._time_host_ops else None)
+            vm.set_instrument(
+                tvm_ffi.convert(self._instrument) if self._time_host_ops and vm is self._vm else None
+            )
         return captured, dict(zip([s["name"] for s in self.outputs], result, strict=True))
+
+    def reference_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """VPU subgraph `index`'s QDQ reference (its host copy in float QDQ semantics) on the
+        int8 inputs a VPU call received; an input the program takes channels-first (its DMA
+        transposes it) is given to the reference as the graph has it, NHWC."""
+        spec = self.artifact.manifest["reference"]
+        entry = next(c for c in self.vpu_calls if c.subgraph == index)
+        args = []
+        for binding, array in zip(entry.inputs, inputs, strict=True):
+            if binding.get("layout") == "NCHW" and array.ndim == 4:
+                array = np.ascontiguousarray(array.transpose(0, 2, 3, 1))
+            args.append(tvm.runtime.tensor(array))
+        vm = self._reference_vm()
+        vm.set_instrument(None)
+        try:
+            name = next(n for n in spec["subgraphs"] if n.endswith(f"sg{index}"))
+            return [a.copy() for a in _flatten(vm[name](*args))]
+        finally:
+            if self._time_host_ops and vm is self._vm:
+                import tvm_ffi
+
+                self._vm.set_instrument(tvm_ffi.convert(self._instrument))
 
     def run(self, inputs: dict[str, np.ndarray], source: str | None = None) -> dict[str, np.ndarray]:
         """Run once; inputs are checked against the manifest (names, shapes, dtypes) and an

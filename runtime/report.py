@@ -78,12 +78,14 @@ def _print_cost(console: Console, executable, result: dict[str, Any], stats) -> 
         )
     console.print(table)
     table = _table(
-        "VPU layers (cycles: first to last instruction of the layer)", "sg", "layer", "op", "cycles", "MACs"
-    )
+        "VPU layers (cycles charged as the estimate charges them; overlap: run beside earlier layers)",
+        "sg", "layer", "op", "cycles", "overlap", "MACs",
+    )  # fmt: skip
     for layer in result["layers"]:
         table.add_row(
-            str(layer["subgraph"]), layer["name"], layer["op"], f"{layer['cycles']}", f"{layer['macs']}"
-        )
+            str(layer["subgraph"]), layer["name"], layer["op"], f"{layer['cycles']}",
+            f"{layer.get('overlap_cycles', 0)}", f"{layer['macs']}",
+        )  # fmt: skip
     console.print(table)
     cycles, transfer = result["cycles"], result["transfer_bytes"]
     console.print(
@@ -94,6 +96,17 @@ def _print_cost(console: Console, executable, result: dict[str, Any], stats) -> 
         f"total: {cycles['total']} cycles = VPU {cycles['vpu']} + link {cycles['link']} "
         f"({cycles['total'] / clock:.2f} us at {clock} MHz); host {result['host_ms']:.3f} ms"
     )
+    e2e = result.get("end_to_end")
+    if e2e and e2e["total_modelled_us"] is None:
+        console.print(
+            "end to end on the target system: not modelled (artifact compiled before vpuc recorded it)"
+        )
+    elif e2e:
+        console.print(
+            f"end to end on the target system: {e2e['total_modelled_us']:.2f} us = VPU {e2e['vpu_us']:.2f} "
+            f"+ link {e2e['link_us']:.2f} + host ops {e2e['host_modelled_us']:.2f} (modelled from the "
+            f"target's \\[host] figures); host measured on this machine {e2e['host_measured_here_ms']:.3f} ms"
+        )
 
 
 def _print_host_ops(console: Console, stats, top: int = 8) -> None:
@@ -111,53 +124,66 @@ def _print_host_ops(console: Console, stats, top: int = 8) -> None:
 
 
 def _print_check(console: Console, check: dict[str, Any]) -> None:
+    if check["numerics"] == "int8":
+        _print_subgraphs(console, check["qdq"])
     part = check["float"]
-    table = _table(
-        f"Check against {part['reference']} ({check['model']})",
-        "output",
-        "max abs err",
-        "rel err",
-        "SQNR dB",
-        "floor dB",
-        "",
-    )
-    for out in part["outputs"]:
-        sqnr = "exact" if out["sqnr_db"] is None else f"{out['sqnr_db']:.1f}"
-        floor = out.get("sqnr_floor_db")
-        table.add_row(
-            out["name"],
-            f"{out['max_abs_err']:.3g}",
-            f"{out['rel_err']:.3g}",
-            sqnr,
-            "-" if floor is None else f"{floor:.1f}",
-            _verdict(out["passed"]),
-        )
-    console.print(table)
-    qdq = check.get("qdq")
-    if qdq is not None:
-        table = _table(
-            f"Check against the {qdq['reference']}", "subgraph", "output", "elements", "max LSB", "exact", ""
-        )
-        for out in qdq["outputs"]:
+    if part.get("skipped"):
+        console.print(f"End to end against {part['reference']}: not run ({part['skipped']})")
+    else:
+        where = part.get("model", check["model"])
+        title = f"End to end against {part['reference']} ({where})"
+        table = _table(title, "output", "max abs err", "rel err", "SQNR dB", "floor dB", "")
+        for out in part["outputs"]:
+            sqnr = "exact" if out["sqnr_db"] is None else f"{out['sqnr_db']:.1f}"
+            floor = out.get("sqnr_floor_db")
             table.add_row(
-                str(out["subgraph"]),
-                out["output"],
-                str(out["elements"]),
-                str(out["max_lsb"]),
-                f"{out['exact_share']:.2%}",
+                out["name"],
+                f"{out['max_abs_err']:.3g}",
+                f"{out['rel_err']:.3g}",
+                sqnr,
+                "-" if floor is None else f"{floor:.1f}",
                 _verdict(out["passed"]),
             )
         console.print(table)
-    elif check["numerics"] == "int8":
-        console.print("QDQ check: the artifact has no QDQ reference (compiled with --no-reference)")
-    rule = (
-        "rel err <= " + str(part.get("tolerance_rel_err"))
-        if check["numerics"] != "int8"
-        else (f"SQNR >= floor; max LSB <= {qdq['tolerance_lsb']}" if qdq else "SQNR >= floor")
-    )
+    model = check.get("qdq_model")
+    if model is not None:
+        title = f"End to end against {model['reference']} ({model['model']})"
+        table = _table(title, "output", "LSB", "max LSB", "exact", "")
+        for out in model["outputs"]:
+            none = out["max_lsb"] is None
+            table.add_row(
+                out["name"],
+                "-" if none else f"{out['lsb']:.3g}",
+                "-" if none else str(out["max_lsb"]),
+                "-" if none else f"{out['exact_share']:.2%}",
+                _verdict(out["passed"]),
+            )
+        console.print(table)
+    if check["numerics"] != "int8":
+        rule = "rel err <= " + str(part.get("tolerance_rel_err"))
+    else:
+        rule = f"each subgraph <= {check['qdq']['tolerance_lsb']} LSB; SQNR >= floor"
+        if model is not None:
+            rule += f"; QDQ model <= {model['tolerance_lsb']} LSB"
     console.print(
         f"check: {_verdict(check['passed'], 'PASS', 'FAIL')} ({check['numerics']} artifact; {rule})"
     )
+
+
+def _print_subgraphs(console: Console, qdq: dict[str, Any]) -> None:
+    table = _table(f"Each VPU subgraph against the {qdq['reference']}", "subgraph", "output", "elements",
+                   "max LSB", "exact", "")  # fmt: skip
+    for out in qdq["outputs"]:
+        missing = out.get("missing")
+        table.add_row(
+            str(out["subgraph"]),
+            out["output"] or "-",
+            str(out["elements"]),
+            "-" if missing else str(out["max_lsb"]),
+            missing or f"{out['exact_share']:.2%}",
+            _verdict(out["passed"]),
+        )
+    console.print(table)
 
 
 def _verdict(ok: bool, yes: str = "ok", no: str = "FAIL") -> str:

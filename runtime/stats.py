@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vpuc.targets import Target
+from vpuc.targets.isa.attribution import charge_layers
 
 
 @dataclass(frozen=True)
@@ -89,16 +90,17 @@ def run_stats(
         entry["dram_write_bytes"] += s.dram_written_bytes
         entry["sram_peak_bytes"] = max(entry["sram_peak_bytes"], s.sram_peak_bytes)
         entry["_macs"] += s.macs
-        entry["_mac_capacity"] += s.units["MAC"].busy_cycles * target.hardware.macs_per_cycle
-        for layer in s.layers:
-            if layer.layer == 0:
-                continue
+        entry["_mac_capacity"] += s.total_cycles * target.hardware.macs_per_cycle  # as compile: total
+        real = [layer for layer in s.layers if layer.layer != 0]
+        charges = charge_layers([(layer.start_cycle, layer.end_cycle) for layer in real])
+        for layer, (charged, overlap) in zip(real, charges, strict=True):
             layers.append(
                 {
                     "subgraph": call.subgraph,
                     "name": layer.name,
                     "op": ops_of.get(call.subgraph, {}).get(layer.layer, ""),
-                    "cycles": layer.end_cycle - layer.start_cycle,
+                    "cycles": charged,  # targets/isa/attribution.py, as the estimate
+                    "overlap_cycles": overlap,
                     "macs": layer.macs,
                 }
             )
@@ -121,3 +123,27 @@ def run_stats(
         started_s=started,
         clock_mhz=target.hardware.clock_mhz if target.hardware else 0,
     )
+
+
+def end_to_end(stats: RunStats, target: Target, report: dict[str, Any]) -> dict[str, Any] | None:
+    """The latency on the target system: the simulated VPU cycles and link cycles at the VPU
+    clock, plus the target host's modelled time for the ops left on the host (the compile's
+    partition report: `host_cycles_modelled` per op, from the target's [host] figures, at
+    the host clock). Next to it, the host time measured on this machine (not the target's)."""
+    ops = ((report or {}).get("partition") or {}).get("ops")
+    if ops is None or not target.has_vpu:
+        return None
+    host = [op for op in ops if op.get("device") == "cpu"]
+    clock, host_clock = target.hardware.clock_mhz, target.host.clock_mhz
+    vpu_us, link_us = stats.cycles["vpu"] / clock, stats.cycles["link"] / clock
+    known = all("host_cycles_modelled" in op for op in host)  # older artifacts lack it
+    host_cycles = sum(int(op["host_cycles_modelled"]) for op in host) if known else None
+    host_us = host_cycles / host_clock if known else None
+    return {
+        "vpu_us": round(vpu_us, 3),
+        "link_us": round(link_us, 3),
+        "host_modelled_us": round(host_us, 3) if known else None,
+        "host_modelled_cycles": host_cycles,
+        "total_modelled_us": round(vpu_us + link_us + host_us, 3) if known else None,
+        "host_measured_here_ms": round(stats.host_ms, 4),
+    }

@@ -37,6 +37,7 @@ class CallRecord:
     wall_s: float  # time spent simulating
     result: Any = field(default=None, repr=False)  # the SimResult, kept for traces
     outputs: list[np.ndarray] = field(default_factory=list, repr=False)  # kept for --check
+    inputs: list[np.ndarray] = field(default_factory=list, repr=False)  # kept for --check, as staged
 
     @property
     def link_cycles(self) -> int:
@@ -101,6 +102,7 @@ class VpuCall:
         record.result = result if self.keep_results else None
         if self.keep_outputs:
             record.outputs = [np.from_dlpack(t).copy() for t in tensors[n:]]
+            record.inputs = [np.from_dlpack(t).copy() for t in tensors[:n]]
         self.log.append(record)
 
 

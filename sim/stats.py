@@ -71,8 +71,11 @@ class SimStats:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        # the names compile and run reports use for the same figures (docs/metrics.md)
+        out = _renamed(out)
+        out["mac_busy_utilization"] = out.pop("mac_utilisation")  # MACs over MAC-busy cycles
         out["time_us"] = self.time_us
-        out["layers"] = [asdict(layer) for layer in self.layers]
+        out["layers"] = [_renamed(asdict(layer)) for layer in self.layers]
         return out
 
 
@@ -144,3 +147,9 @@ def _layer_stats(instructions, plans, timeline: Timeline, names) -> tuple[LayerS
             )
         )
     return tuple(layers)
+
+
+def _renamed(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's JSON with the compile and run reports' name for the bytes written."""
+    record["dram_write_bytes"] = record.pop("dram_written_bytes")
+    return record

@@ -44,6 +44,7 @@ __all__ = [
     "lower_function",
     "lower_partitioned",
     "lower_subgraph",
+    "reference_module",
     "vpu_functions",
 ]
 
@@ -121,6 +122,16 @@ def join_host(mod: tvm.IRModule, programs: list[VpuProgram], reference: bool = F
     if reference:
         host = _with_reference(host, original_main, functions)
     return host
+
+
+def reference_module(mod: tvm.IRModule, programs: list[VpuProgram]) -> tvm.IRModule:
+    """The QDQ reference alone: REFERENCE_ENTRY and the host copies of the VPU functions,
+    nothing the VPU runs. The artifact carries it serialised (tvm.ir.save_json) and
+    `vpuc run --check` builds it when it first needs it (runtime/reference.py)."""
+    joined = join_host(mod, programs, reference=True)
+    kept = {gv: f for gv, f in joined.functions.items() if gv.name_hint != "main"}
+    alone = tvm.IRModule(kept, attrs=joined.attrs)
+    return relax.transform.DeadCodeElimination([REFERENCE_ENTRY])(alone)
 
 
 def _with_reference(host: tvm.IRModule, main: relax.Function, functions) -> tvm.IRModule:

@@ -18,6 +18,7 @@ from typing import Any
 import onnx
 
 from vpuc.compiler.partition.annotate import Annotation, not_listed_reason
+from vpuc.compiler.partition.cost import cpu_cycles
 from vpuc.compiler.partition.graph import HOST, Graph
 from vpuc.compiler.partition.placement import Boundary, boundaries
 from vpuc.targets import Target
@@ -77,7 +78,11 @@ def _op_rows(graph, onnx_model, target, final, annotation, verdicts) -> list[dic
             )
             rows.append(_row(node, "vpu", vpu[0], f"{composite} in VPU subgraph {vpu[0]}"))
         else:
-            rows.append(_row(node, "cpu", None, _cpu_reason(graph, node, target, annotation)))
+            row = _row(node, "cpu", None, _cpu_reason(graph, node, target, annotation))
+            # the target host's modelled time for it (cost.cpu_cycles, [host] figures): what
+            # `vpuc run` adds to the end-to-end latency on the target system
+            row["host_cycles_modelled"] = sum(cpu_cycles(op.view, target) for op in _ops_of(graph, node.name))
+            rows.append(row)
     return rows
 
 

@@ -23,7 +23,7 @@ import onnx
 import tvm
 
 from vpuc.compiler.partition import Placement, partition_for_vpu
-from vpuc.compiler.quantize.calibration.data import CalibrationData
+from vpuc.compiler.quantize.calibration.data import CalibrationData, zero_range_warnings
 from vpuc.compiler.quantize.calibration.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
 from vpuc.compiler.quantize.layers import keep_float_bindings, plan_layers
 from vpuc.compiler.quantize.measurement.accuracy import exact_accuracy
@@ -103,6 +103,8 @@ def quantize(
         result.kept_float = kept
         return result
     prepared = prepare(mod, plan, calib, options, method, percentile, bias_correction, target.host.llvm)
+    labels = {t: _tensor_label(t, provenance) for t in prepared.plan.tensors_to_calibrate()}
+    warnings.extend(zero_range_warnings(prepared.stats, labels))
     choice = "percentile" if method == "auto" else method
     realized = realize(
         prepared.mod, prepared.plan, prepared.params(prepared.plan, choice, percentile), provenance,
@@ -169,3 +171,9 @@ def _summary(
 
 def _shape(value_info: onnx.ValueInfoProto) -> tuple[int, ...]:
     return tuple(d.dim_value for d in value_info.type.tensor_type.shape.dim)
+
+
+def _tensor_label(tensor: str, provenance: dict[str, list[str]]) -> str:
+    """A calibrated tensor as the user knows it: the ONNX node(s) producing it."""
+    nodes = provenance.get(tensor) or []
+    return f"'{tensor}' (from ONNX node '{nodes[-1]}')" if nodes else f"'{tensor}'"

@@ -66,6 +66,8 @@ def extract(compiled: dict, ran: dict) -> dict[str, Figure]:
         sqnr = out.get("sqnr_db")
         figures[f"check[{out['name']}].sqnr_db"] = None if sqnr is None else round(sqnr, 3)
     for out in (check.get("qdq") or {}).get("outputs", []):
+        if out.get("missing"):
+            continue
         key = f"qdq[sg{out['subgraph']}/{out['output']}]"
         figures[f"{key}.max_lsb"] = out["max_lsb"]
         figures[f"{key}.exact_share"] = round(out["exact_share"], 6)
@@ -94,10 +96,19 @@ def check_failures(ran: dict) -> list[str]:
             found.append(f"output '{out['name']}' relative error {out['rel_err']:.3g} above {limit}")
     qdq = check.get("qdq") or {}
     for out in qdq.get("outputs", []):
-        if not out.get("passed", True):
+        if not out.get("passed", True) and out.get("missing"):
+            found.append(f"subgraph {out['subgraph']}: {out['missing']}")
+        elif not out.get("passed", True):
             found.append(
                 f"subgraph {out['subgraph']} output '{out['output']}' {out['max_lsb']} LSB from the QDQ "
                 f"reference (tolerance {qdq.get('tolerance_lsb')})"
+            )
+    model = check.get("qdq_model") or {}
+    for out in model.get("outputs", []):
+        if not out.get("passed", True):
+            found.append(
+                f"output '{out['name']}' {out['max_lsb']} LSB from onnxruntime on the QDQ model "
+                f"(tolerance {model.get('tolerance_lsb')})"
             )
     return found
 

@@ -18,7 +18,17 @@ from vpuc.examples import zoo
 from vpuc.examples.graph_builder import GraphBuilder
 
 TARGETS = ("vpu", "vpu-plus")
-RUN_KEYS = {"artifact", "outputs", "check", "cycles", "subgraphs", "layers", "transfer_bytes", "host_ms"}
+RUN_KEYS = {
+    "artifact",
+    "outputs",
+    "check",
+    "cycles",
+    "subgraphs",
+    "layers",
+    "transfer_bytes",
+    "host_ms",
+    "end_to_end",
+}
 
 
 def _run(vpuc, artifact, model, *extra):

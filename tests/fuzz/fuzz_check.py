@@ -174,7 +174,7 @@ def run_check(model: onnx.ModelProto, target: str, inputs: dict, kind: str, **ch
 
 def qdq_mismatch(model, target: str, inputs: dict, reference: dict, **choices) -> str | None:
     """The three checks of the module doc on a QDQ model compiled for a VPU target."""
-    from vpuc.runtime.check import _qdq_check
+    from vpuc.runtime.check import subgraph_check
 
     # The cost model keeps the fuzzer's small graphs on the CPU; here the VPU must run them.
     choices = {**VPU_CHOICES, **choices}
@@ -191,11 +191,13 @@ def qdq_mismatch(model, target: str, inputs: dict, reference: dict, **choices) -
             return f"VPU subgraphs {sorted(ran)} ran, the artifact has {len(executable.vpu_calls)}"
         STATS[target]["vpu graphs"] += 1
         STATS[target]["vpu subgraphs"] += len(ran)
-        captured, qdq_outputs = executable.reference_run(inputs)
-        check = _qdq_check(executable, captured, 1)
+        check = subgraph_check(executable, 1)  # each subgraph on the inputs this run gave it
+        _, qdq_outputs = executable.reference_run(inputs)
     bad = [row for row in check["outputs"] if not row["passed"]]
     if bad:
         row = bad[0]
+        if row.get("missing"):
+            return f"VPU subgraph {row['subgraph']}: {row['missing']}"
         return (
             f"VPU subgraph {row['subgraph']} output '{row['output']}': {row['max_lsb']} LSB from the "
             f"QDQ reference ({row['exact_share']:.1%} of {row['elements']} exact)"

@@ -27,6 +27,7 @@ from vpuc.compiler.lower.codegen.tiling import Context, Events
 from vpuc.compiler.lower.errors import LowerError, SramError
 from vpuc.targets import Target
 from vpuc.targets.isa.asm import disassemble
+from vpuc.targets.isa.attribution import charge_layers
 from vpuc.targets.isa.formats import End, Instruction, IsaError
 from vpuc.targets.isa.program import Program
 
@@ -193,11 +194,12 @@ def _binding(subgraph, storages, placement: Placement, name: str) -> Binding:
 def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak: int):
     """Per layer and subgraph: estimated cycles (the events on one clock), MACs, DRAM bytes."""
     clock = Clock()
-    layers = []
+    layers, spans = [], []
     for plan in plans:
         events = Events(Context(target, placement, plan.index, 0), list(plan.events))
         before = clock.now
         events.estimate(clock, plan.op.output)
+        spans.append((before, clock.now))
         if not plan.events:  # a view: ready when its source is
             clock.ready[plan.op.output] = max((clock.ready.get(t, 0) for t in plan.op.inputs), default=0)
         layers.append(
@@ -206,6 +208,7 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
                 "name": plan.op.name,
                 "op": plan.op.kind,
                 "nodes": list(plan.op.nodes),
+                "output": plan.op.output,  # the subgraph tensor it writes
                 "macs": plan.macs,
                 "estimate_cycles": clock.now - before,
                 "dram_read_bytes": plan.dram_read_bytes,
@@ -213,6 +216,8 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
                 "tiling": plan.choice,
             }
         )
+    for layer, (charged, _) in zip(layers, charge_layers(spans), strict=True):
+        layer["estimate_cycles"] = charged  # the rule the run's table uses (attribution.py)
     weights = sum(len(data) for plan in plans for _, data in plan.blob) + sum(
         a.size for a in subgraph.constants.values()
     )

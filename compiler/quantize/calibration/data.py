@@ -144,7 +144,38 @@ def load_calibration(path: str | Path, input_specs: list[TensorSpec]) -> Calibra
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{name}={count}" for name, count in counts.items())
         raise CalibrationError(f"{path}: inputs have different sample counts ({listed})")
+    _refuse_constant(path, samples)
     return CalibrationData(samples, str(path))
+
+
+def _refuse_constant(path: Path, samples: dict[str, np.ndarray]) -> None:
+    """Samples in which every float input holds one value (all zeros, say) give every
+    activation a zero range: the quantised model would be measured accurate on them and be
+    wrong on real data. A user's mistake, refused naming the input."""
+    floats = {name: stack for name, stack in samples.items() if np.issubdtype(stack.dtype, np.floating)}
+    constant = {
+        name: stack.flat[0] for name, stack in floats.items() if stack.size and stack.min() == stack.max()
+    }
+    if floats and len(constant) == len(floats):
+        name, value = next(iter(constant.items()))
+        raise CalibrationError(
+            f"{path}: input '{name}' is {float(value):g} in every element of every sample: calibration "
+            "needs samples that vary as real inputs do"
+        )
+
+
+def zero_range_warnings(stats: dict, tensors) -> list[str]:
+    """One warning per calibrated tensor that held one value in every sample (its range is
+    then a guess): `tensors` maps each tensor to the name the user knows it by."""
+    found = []
+    for name, label in tensors.items():
+        tensor = stats.get(name)
+        if tensor is not None and tensor.count and tensor.minimum == tensor.maximum:
+            found.append(
+                f"calibration: tensor {label} is {tensor.minimum + 0.0:g} in every calibration sample "
+                "(zero range): its int8 range is a guess; calibrate on samples that exercise it"
+            )
+    return found
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
