@@ -8,18 +8,10 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from vpuc.runtime.check import check_run
-from vpuc.runtime.inputs import (
-    InputError,
-    check_index_ranges,
-    load_npz,
-    nonfinite_counts,
-    random_inputs,
-    save_npz,
-)
+if TYPE_CHECKING:  # numpy and the runtime load when a command runs: `vpuc --help` stays quick
+    import numpy as np
 
 EXIT_CHECK_FAILED = 1
 EXIT_NONFINITE = 1  # an output holds NaN or Inf (and --allow-nonfinite was not given)
@@ -69,6 +61,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def run_command(args) -> int:
     from vpuc.runtime import load
+    from vpuc.runtime.check import check_run
+    from vpuc.runtime.inputs import check_index_ranges, load_npz, nonfinite_counts, random_inputs, save_npz
     from vpuc.runtime.report import print_run_report
     from vpuc.runtime.trace import write_run_trace
 
@@ -111,6 +105,10 @@ def run_command(args) -> int:
 
 
 def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
+    import numpy as np
+
+    from vpuc.runtime.inputs import InputError
+
     for name, array in inputs.items():
         if np.asarray(array).dtype.kind == "f":
             bad = int(np.count_nonzero(~np.isfinite(array)))
@@ -120,6 +118,8 @@ def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
 
 def _check_arguments(args) -> None:
     """Refuse what would fail late or destroy a file the user has."""
+    from vpuc.runtime.inputs import InputError
+
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance >= 0):
         raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
     if args.tolerance is not None and not args.check:
@@ -129,6 +129,8 @@ def _check_arguments(args) -> None:
 
 
 def _check_outputs_path(out: Path, args) -> None:
+    from vpuc.runtime.inputs import InputError
+
     if out.is_dir():
         raise InputError(f"{out}: is a directory; give --outputs a file name such as outputs.npz")
     if not out.exists():
@@ -142,6 +144,8 @@ def _check_outputs_path(out: Path, args) -> None:
 
 
 def _summary(name: str, array: np.ndarray) -> dict:
+    import numpy as np
+
     finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
     stats = (
         {"min": float(finite.min()), "max": float(finite.max()), "mean": float(finite.mean())}
