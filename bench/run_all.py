@@ -166,6 +166,7 @@ OFF_ONE = lambda v: abs(v - 1)  # noqa: E731
 # (figure, bench, goal, how bad a value is, values by model)
 def rows() -> list[tuple[str, str, str, Callable[[float], float], dict]]:
     cpu, fusion, quant = _load("cpu_vs_ort"), _load("fusion_vs_ort"), _load("quant_vs_ort")
+    compile_time = _load("compile_time")
     roofline = _load("roofline")
     return [
         ("CPU path latency / onnxruntime, untuned", "cpu_vs_ort", "<= 3x", HIGH,
@@ -182,6 +183,10 @@ def rows() -> list[tuple[str, str, str, Callable[[float], float], dict]]:
          _corpus(_over_host_build)),
         ("compile time / budget (MLPerf-Tiny, 10 MB vision, vpu)", "corpus", "<= 1", HIGH,
          _corpus(_over_budget)),
+        ("vpuc compile wall / goal (1.5 s QDQ, 3 s float)", "compile_time", "<= 1", HIGH,
+         _per_model(compile_time, lambda r: _first(r, "ratio_cli_vs_goal"))),
+        ("vpuc compile wall / Vela's CLI wall", "compile_time", "-", HIGH,
+         _per_model(compile_time, lambda r: _first(r, "ratio_cli_vs_vela"))),
         ("simulator wall time / numpy floor", "sim_speed, e2e", "<= 2", HIGH, _sim_over_numpy()),
         ("compile-time estimate / simulated cycles", "e2e", "0.9 - 1.1", OFF_ONE,
          _e2e("estimate_over_simulated")),

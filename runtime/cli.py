@@ -8,19 +8,10 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from vpuc.runtime.check import check_run
-from vpuc.runtime.inputs import (
-    InputError,
-    check_index_ranges,
-    load_npz,
-    nonfinite_counts,
-    random_inputs,
-    save_npz,
-)
-from vpuc.runtime.stats import end_to_end
+if TYPE_CHECKING:  # numpy and the runtime load when a command runs: `vpuc --help` stays quick
+    import numpy as np
 
 EXIT_CHECK_FAILED = 1
 EXIT_NONFINITE = 1  # an output holds NaN or Inf (and --allow-nonfinite was not given)
@@ -108,7 +99,10 @@ def artifact_identity(path: str) -> dict:
 
 def run_command(args) -> int:
     from vpuc.runtime import load
+    from vpuc.runtime.check import check_run
+    from vpuc.runtime.inputs import check_index_ranges, load_npz, nonfinite_counts, random_inputs, save_npz
     from vpuc.runtime.report import print_run_report
+    from vpuc.runtime.stats import end_to_end
     from vpuc.runtime.trace import run_trace, write_run_trace
 
     _check_arguments(args)
@@ -173,6 +167,10 @@ def run_command(args) -> int:
 
 
 def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
+    import numpy as np
+
+    from vpuc.runtime.inputs import InputError
+
     for name, array in inputs.items():
         if np.asarray(array).dtype.kind == "f":
             bad = int(np.count_nonzero(~np.isfinite(array)))
@@ -182,6 +180,8 @@ def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
 
 def _check_arguments(args) -> None:
     """Refuse what would fail late or destroy a file the user has."""
+    from vpuc.runtime.inputs import InputError
+
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance >= 0):
         raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
     if args.tolerance is not None and not args.check:
@@ -198,6 +198,8 @@ def _check_arguments(args) -> None:
 
 
 def _check_outputs_path(out: Path, args) -> None:
+    from vpuc.runtime.inputs import InputError
+
     if out.is_dir():
         raise InputError(f"{out}: is a directory; give --outputs a file name such as outputs.npz")
     if not out.exists():
@@ -211,6 +213,8 @@ def _check_outputs_path(out: Path, args) -> None:
 
 
 def _summary(name: str, array: np.ndarray) -> dict:
+    import numpy as np
+
     finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
     stats = (
         {"min": float(finite.min()), "max": float(finite.max()), "mean": float(finite.mean())}

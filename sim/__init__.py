@@ -15,33 +15,54 @@ dispatch table) -> timing.py (schedule), hazards.py (race check) -> simulator.py
 run) -> stats.py, trace.py. reference.py is the plain-numpy definition every operation is tested against.
 """
 
-from vpuc.sim.errors import AsmError, DecodeError, IsaError, SimError, VpuError
-from vpuc.sim.simulator import DEFAULT_DRAM_BYTES, SimResult, Simulator
-from vpuc.sim.stats import LayerStats, SimStats, UnitStats
-from vpuc.sim.trace import to_chrome_trace, write_chrome_trace
-from vpuc.targets.isa import (
-    Add,
-    AvgPool,
-    Clip,
-    Conv,
-    Dma,
-    End,
-    Instruction,
-    Lut,
-    Matmul,
-    MaxPool,
-    Mul,
-    Opcode,
-    Program,
-    Requant,
-    Unit,
-    assemble,
-    decode,
-    disassemble,
-    encode,
-    format_instruction,
-    read_program,
-)
+import importlib
+
+# the names load on first use (PEP 562): `vpuc --help` imports sim/commands.py without the simulator
+_EXPORTS = {
+    "AsmError": "vpuc.sim.errors",
+    "DecodeError": "vpuc.sim.errors",
+    "IsaError": "vpuc.sim.errors",
+    "SimError": "vpuc.sim.errors",
+    "VpuError": "vpuc.sim.errors",
+    "DEFAULT_DRAM_BYTES": "vpuc.sim.simulator",
+    "SimResult": "vpuc.sim.simulator",
+    "Simulator": "vpuc.sim.simulator",
+    "LayerStats": "vpuc.sim.stats",
+    "SimStats": "vpuc.sim.stats",
+    "UnitStats": "vpuc.sim.stats",
+    "to_chrome_trace": "vpuc.sim.trace",
+    "write_chrome_trace": "vpuc.sim.trace",
+    "Add": "vpuc.targets.isa",
+    "AvgPool": "vpuc.targets.isa",
+    "Clip": "vpuc.targets.isa",
+    "Conv": "vpuc.targets.isa",
+    "Dma": "vpuc.targets.isa",
+    "End": "vpuc.targets.isa",
+    "Instruction": "vpuc.targets.isa",
+    "Lut": "vpuc.targets.isa",
+    "Matmul": "vpuc.targets.isa",
+    "MaxPool": "vpuc.targets.isa",
+    "Mul": "vpuc.targets.isa",
+    "Opcode": "vpuc.targets.isa",
+    "Program": "vpuc.targets.isa",
+    "Requant": "vpuc.targets.isa",
+    "Unit": "vpuc.targets.isa",
+    "assemble": "vpuc.targets.isa",
+    "decode": "vpuc.targets.isa",
+    "disassemble": "vpuc.targets.isa",
+    "encode": "vpuc.targets.isa",
+    "format_instruction": "vpuc.targets.isa",
+    "read_program": "vpuc.targets.isa",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_DRAM_BYTES",

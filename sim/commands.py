@@ -18,17 +18,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:  # the simulator loads when a command runs: `vpuc --help` stays quick
+    from rich.console import Console
+    from rich.table import Table
 
-from vpuc.sim.errors import SimError, VpuError
-from vpuc.sim.memory import format_bytes
-from vpuc.sim.simulator import SimResult, Simulator
-from vpuc.sim.stats import SimStats
-from vpuc.sim.trace import write_chrome_trace
-from vpuc.targets import TargetError, load_target
-from vpuc.targets.isa.asm import disassemble, read_program, require_end
+    from vpuc.sim.simulator import SimResult
+    from vpuc.sim.stats import SimStats
 
 EXIT_USER_ERROR = 2
 
@@ -45,6 +42,14 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
 
 def sim_command(args: argparse.Namespace) -> int:
     """Assemble (or decode) and run a program; print its statistics."""
+    from rich.console import Console
+
+    from vpuc.sim.errors import SimError, VpuError
+    from vpuc.sim.simulator import Simulator
+    from vpuc.sim.trace import write_chrome_trace
+    from vpuc.targets import TargetError, load_target
+    from vpuc.targets.isa.asm import read_program
+
     program = None
     try:
         target = load_target(args.target)
@@ -70,6 +75,9 @@ def add_disasm_arguments(parser: argparse.ArgumentParser) -> None:
 
 def disasm_command(args: argparse.Namespace) -> int:
     """Print a program as assembly text that assembles back to it."""
+    from vpuc.sim.errors import VpuError
+    from vpuc.targets.isa.asm import disassemble, read_program
+
     try:
         program = read_program(args.program)
     except (VpuError, OSError) as error:
@@ -85,6 +93,9 @@ def add_asm_arguments(parser: argparse.ArgumentParser) -> None:
 
 def asm_command(args: argparse.Namespace) -> int:
     """Assemble a program into the binary program format."""
+    from vpuc.sim.errors import VpuError
+    from vpuc.targets.isa.asm import read_program, require_end
+
     output = Path(args.output)
     if output.exists() and Path(args.program).exists() and output.samefile(args.program):
         return _fail("asm", f"{output}: -o names the program itself; give another file such as program.bin")
@@ -123,6 +134,10 @@ def print_stats(result: SimResult, console: Console) -> None:
 
 
 def _summary_table(stats: SimStats) -> Table:
+    from rich.table import Table
+
+    from vpuc.sim.memory import format_bytes
+
     table = Table(title=f"VPU run on {stats.target}", show_header=False)
     rows = [
         ("total cycles", f"{stats.total_cycles:,} ({stats.time_us:,.2f} us at {stats.clock_mhz} MHz)"),
@@ -137,6 +152,8 @@ def _summary_table(stats: SimStats) -> Table:
 
 
 def _unit_table(stats: SimStats) -> Table:
+    from rich.table import Table
+
     table = Table(title="units")
     for column in (
         "unit",
@@ -163,6 +180,8 @@ def _unit_table(stats: SimStats) -> Table:
 
 
 def _layer_table(stats: SimStats) -> Table:
+    from rich.table import Table
+
     table = Table(title="layers")
     for column in (
         "id",

@@ -1,8 +1,10 @@
 """`vpuc --help` and `vpuc --version` answer without importing TVM (which takes over a
-second): the CLI imports what a command needs when the command runs."""
+second), numpy or the simulator: the CLI imports what a command needs when the command runs,
+and its own start stays under 0.3 s of CPU time (issue 23)."""
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 
@@ -22,6 +24,30 @@ def test_help_does_not_import_tvm():
         "    try:\n        main(argv)\n    except SystemExit:\n        pass"
     )
     assert "tvm" not in loaded and "onnxruntime" not in loaded and "onnx" not in loaded
+    assert not {"numpy", "rich", "vpuc.sim.simulator", "vpuc.targets.isa"} & loaded
+
+
+START_LIMIT_S = 0.3  # issue 23: the CLI's own start, beyond the interpreter's
+
+
+def _child_cpu_s(code: str) -> float:
+    """User + system CPU time of one `python -c code` (CPU time, not wall: a loaded machine
+    stretches the wall, hardly the CPU time a process needs)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def test_cli_start_is_within_its_limit():
+    """`vpuc --help` costs under START_LIMIT_S of CPU beyond a bare interpreter's start
+    (the best of three of each, so that a busy neighbour does not decide it)."""
+    help_code = "from vpuc.compiler.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    cli = min(_child_cpu_s(help_code) for _ in range(3))
+    bare = min(_child_cpu_s("pass") for _ in range(3))
+    assert cli - bare < START_LIMIT_S, (
+        f"the CLI's start takes {cli - bare:.2f} s of CPU (limit {START_LIMIT_S} s)"
+    )
 
 
 def test_version(vpuc):

@@ -1,0 +1,214 @@
+"""Compile time, per model and per step, against Vela's compile time measured in the same run.
+
+Each model is compiled in a fresh process twice: once from the CLI (`vpuc compile`, the wall
+a user waits) and once by a worker that times each step itself: importing TVM, the rest of
+vpuc's imports, the ONNX import, the graph passes, decompose, quantise/calibrate, partition,
+lower, the host build without the QDQ reference, the reference (a second host build with it,
+minus the first) and writing the artifact. The step names are the driver's report keys
+(report["timings_s"]); the passes' are summed.
+
+The peer is Vela 5.2 compiling the anchors' int8 .tflite for Ethos-U55-256, in its own venv:
+
+    python3 -m venv bench/.venv-vela && bench/.venv-vela/bin/pip install ethos-u-vela==5.2.0
+
+Two ratios per model: vpuc's CLI wall against Vela's CLI wall (both with process start and
+imports), and vpuc's steps after its imports against Vela's compile proper (vela.main timed
+in one process after its imports). Without that venv they are against the figures recorded
+in issue 23 (CLI wall 0.77-0.93 s, compile proper 0.2-0.4 s; the upper ends are used).
+
+    python bench/compile_time.py [--repeats N] [--models tinyconv,resnet8,...] [--profile]
+
+`--profile` runs cProfile on the slowest model (in-process, after the imports) and records
+the top functions by cumulative time. Writes bench/out/compile_time.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ANCHORS = Path(os.environ.get("VPUC_ANCHORS", ROOT.parent / "shared" / "anchors"))
+VELA = Path(__file__).resolve().parent / ".venv-vela" / "bin" / "vela"
+VPUC = Path(sys.executable).parent / "vpuc"
+RECORDED_VELA_S = 0.4  # issue 23: Vela's compile proper, 0.2-0.4 s (upper end)
+RECORDED_VELA_WALL_S = 0.93  # issue 23: its CLI wall, 0.77-0.93 s (upper end)
+GOAL_CLI_S, GOAL_AFTER_TVM_S, GOAL_FLOAT_S = 1.5, 0.5, 3.0  # issue 23's goals (idle machine)
+TARGET = "vpu"
+
+
+def _models(zoo_dir: Path) -> dict[str, dict]:
+    models = {}
+    for name in ("tinyconv", "resnet8"):
+        for layout, suffix in (("nhwc", ""), ("nchw", "_nchw")):
+            path = ANCHORS / name / f"{name}_int8_qdq{suffix}.onnx"
+            if path.exists():
+                tflite = ANCHORS / name / f"{name}_int8.tflite"
+                models[f"{name}_{layout}"] = {"path": path, "kind": "qdq", "tflite": tflite}
+    subprocess.run([str(VPUC), "zoo", str(zoo_dir)], check=True, capture_output=True)
+    for path in sorted(zoo_dir.glob("*.onnx")):
+        models[f"zoo_{path.stem}"] = {"path": path, "kind": "float", "tflite": None}
+    return models
+
+
+def worker(model: str, out_dir: str) -> dict:
+    """One compile, each step timed (run in a fresh process)."""
+    start = time.perf_counter()
+    import tvm  # noqa: F401
+
+    steps = {"import_tvm_s": time.perf_counter() - start}
+    start = time.perf_counter()
+    from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
+
+    steps["import_vpuc_s"] = time.perf_counter() - start
+    prepared = prepare_model(model, TARGET, CompileOptions())
+    artifact = build_artifact(model, prepared, reference=False)
+    for key, value in artifact.report["timings_s"].items():
+        key = "passes_s" if key.startswith("pass_") else key
+        steps[key] = steps.get(key, 0.0) + value
+    if prepared.programs:
+        start = time.perf_counter()
+        build_artifact(model, prepared, reference=True)
+        steps["reference_s"] = max(0.0, time.perf_counter() - start - steps["host_build_s"])
+    start = time.perf_counter()
+    artifact.save(Path(out_dir) / "model.vpuc")
+    steps["write_s"] = time.perf_counter() - start
+    return {k: round(v, 4) for k, v in steps.items()}
+
+
+def _wall(argv: list[str]) -> float:
+    start = time.perf_counter()
+    result = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise SystemExit(f"compile_time: {' '.join(argv)} failed: {result.stderr.strip()[-400:]}")
+    return wall
+
+
+_VELA_IN_PROCESS = """
+import contextlib, io, json, statistics, sys, tempfile, time
+from ethosu.vela import vela
+argv = [sys.argv[1], "--accelerator-config", "ethos-u55-256", "--output-dir", tempfile.mkdtemp()]
+times = []
+for _ in range(int(sys.argv[2])):
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        vela.main(argv)
+    times.append(time.perf_counter() - start)
+print(json.dumps(times))
+"""
+
+
+def _vela_s(tflite: Path | None, repeats: int) -> dict | None:
+    """Vela's CLI wall (its process start included) and its compile proper: vela.main
+    called in one process after its imports (the first call included, as a CLI run has it)."""
+    if not VELA.exists() or tflite is None or not tflite.exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [str(VELA), str(tflite), "--accelerator-config", "ethos-u55-256", "--output-dir", tmp]
+        wall = statistics.median(_wall(argv) for _ in range(repeats))
+    python = VELA.parent / "python"
+    result = subprocess.run(
+        [str(python), "-c", _VELA_IN_PROCESS, str(tflite), str(max(3, repeats))],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    compile_s = statistics.median(json.loads(result.stdout.strip().splitlines()[-1]))
+    return {"wall_s": round(wall, 4), "compile_s": round(compile_s, 4)}
+
+
+def _measure(name: str, spec: dict, repeats: int, tmp: Path) -> dict:
+    out = tmp / name
+    out.mkdir()
+    cli = [str(VPUC), "compile", str(spec["path"]), "--target", TARGET, "-o", str(out / "cli.vpuc")]
+    cli_s = statistics.median(_wall(cli) for _ in range(repeats))
+    code = f"import json,sys; sys.path.insert(0,{str(Path(__file__).parent)!r}); import compile_time as c; "
+    code += f"print(json.dumps(c.worker({str(spec['path'])!r}, {str(out)!r})))"
+    runs = []
+    for _ in range(repeats):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    steps = {k: round(statistics.median(r.get(k, 0.0) for r in runs), 4) for k in runs[0]}
+    after_tvm = cli_s - steps["import_tvm_s"]
+    after_import = sum(v for k, v in steps.items() if not k.startswith("import_"))
+    row = {"kind": spec["kind"], "cli_wall_s": round(cli_s, 4), "after_tvm_import_s": round(after_tvm, 4)}
+    row["steps_s"] = steps
+    vela = _vela_s(spec["tflite"], repeats) if spec["tflite"] else None
+    row["vela"] = vela
+    peer = vela["compile_s"] if vela else RECORDED_VELA_S
+    row["peer"] = "vela measured" if vela else "vela recorded 0.2-0.4 s"
+    row["ratio_cli_vs_vela"] = round(cli_s / (vela["wall_s"] if vela else RECORDED_VELA_WALL_S), 2)
+    row["ratio_after_import_vs_vela_compile"] = round(after_import / peer, 2)
+    goal = GOAL_CLI_S if spec["kind"] == "qdq" else GOAL_FLOAT_S
+    row["ratio_cli_vs_goal"] = round(cli_s / goal, 2)
+    if spec["kind"] == "qdq":
+        row["ratio_after_tvm_vs_goal"] = round(after_tvm / GOAL_AFTER_TVM_S, 2)
+    return row
+
+
+def _profile(model: Path, top: int = 25) -> list[dict]:
+    """cProfile of one compile after the imports: the top functions by cumulative time."""
+    code = f"""
+import cProfile, pstats, json, sys
+from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
+prof = cProfile.Profile()
+prof.enable()
+prepared = prepare_model({str(model)!r}, {TARGET!r}, CompileOptions())
+build_artifact({str(model)!r}, prepared, reference=False)
+prof.disable()
+stats = pstats.Stats(prof)
+rows = []
+for (file, line, fn), (cc, nc, tt, ct, callers) in stats.stats.items():
+    rows.append({{"function": f"{{file.split('site-packages/')[-1].split('/work/')[-1]}}:{{line}}({{fn}})",
+                 "cumulative_s": round(ct, 4), "own_s": round(tt, 4), "calls": nc}})
+rows.sort(key=lambda r: -r["cumulative_s"])
+print(json.dumps(rows[:{top}]))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--models", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the slowest model")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        models = _models(tmp / "zoo")
+        chosen = [m for m in args.models.split(",") if m] or list(models)
+        rows = {}
+        for name in chosen:
+            rows[name] = _measure(name, models[name], args.repeats, tmp)
+            row = rows[name]
+            print(
+                f"{name:28s} cli {row['cli_wall_s']:6.2f} s  after TVM {row['after_tvm_import_s']:6.2f} s  "
+                f"x{row['ratio_cli_vs_vela']:5.1f} Vela's wall, "
+                f"x{row['ratio_after_import_vs_vela_compile']:6.1f} its compile ({row['peer']})  "
+                f"x{row['ratio_cli_vs_goal']:.2f} of goal"
+            )
+        figures = {"target": TARGET, "repeats": args.repeats, "loadavg_at_start": [round(x, 2) for x in load]}
+        figures["cpu_count"] = os.cpu_count()
+        figures["models"] = rows
+        if args.profile and rows:
+            slowest = max(rows, key=lambda n: rows[n]["cli_wall_s"])
+            figures["profile"] = {"model": slowest, "top_cumulative": _profile(models[slowest]["path"])}
+            for entry in figures["profile"]["top_cumulative"][:15]:
+                print(f"  {entry['cumulative_s']:8.3f} s  {entry['function']}")
+    figures["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"wrote {write_json('compile_time', figures)} (load average {figures['loadavg_at_start']})")
+
+
+if __name__ == "__main__":
+    main()
