@@ -50,7 +50,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--allow-nonfinite",
         action="store_true",
-        help="exit 0 even when an output has NaN or Inf values (they are reported either way)",
+        help="accept NaN or Inf inputs, and exit 0 even when an output has them (reported either way)",
     )
     p.set_defaults(handler=run_command)
 
@@ -78,7 +78,7 @@ def run_command(args) -> int:
         inputs, source = load_npz(args.inputs, executable.inputs), args.inputs
     else:
         inputs, source = random_inputs(executable.inputs, args.seed), f"random (seed {args.seed})"
-    if executable.artifact.manifest.get("vpu_programs"):  # a CPU graph may take NaN/inf (IsNaN...)
+    if not args.allow_nonfinite:  # every artifact alike; a graph built for NaN (IsNaN) asks for it
         _refuse_nonfinite(inputs, source)
     check_index_ranges(executable.inputs, inputs, args.inputs or "random inputs")
     executable.keep_traces(bool(args.trace))
@@ -115,7 +115,10 @@ def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
         if np.asarray(array).dtype.kind == "f":
             bad = int(np.count_nonzero(~np.isfinite(array)))
             if bad:
-                raise InputError(f"{source}: input '{name}' has {bad} NaN or infinite value(s)")
+                raise InputError(
+                    f"{source}: input '{name}' has {bad} NaN or infinite value(s); "
+                    "give --allow-nonfinite if the model is meant for them"
+                )
 
 
 def _check_arguments(args) -> None:
@@ -124,6 +127,8 @@ def _check_arguments(args) -> None:
         raise InputError(f"--tolerance: must be a finite number >= 0, got {args.tolerance}")
     if args.tolerance is not None and not args.check:
         raise InputError("--tolerance: only used with --check MODEL")
+    if not 0 <= args.seed < 2**32:
+        raise InputError(f"--seed: must be between 0 and 2^32 - 1, got {args.seed}")
     if args.outputs:
         _check_outputs_path(Path(args.outputs), args)
 
@@ -133,6 +138,8 @@ def _check_outputs_path(out: Path, args) -> None:
         raise InputError(f"{out}: is a directory; give --outputs a file name such as outputs.npz")
     if not out.exists():
         return
+    if not out.is_file():
+        raise InputError(f"{out}: is not a regular file; give --outputs a file name such as outputs.npz")
     for flag, other in (("the artifact", args.artifact), ("--inputs", args.inputs), ("--check", args.check)):
         if other and Path(other).exists() and out.samefile(other):
             raise InputError(f"{out}: --outputs names {flag}'s file; give another file name")
