@@ -1,7 +1,7 @@
 """The `vpuc` command line: where the compiler, the runtime and the simulator meet.
 
     vpuc compile MODEL --target T -o OUT.vpub   compile an ONNX model
-    vpuc tune MODEL --target T [--time-budget M] tune its host kernels into a database
+    vpuc tune MODEL --target T [--time-budget S] tune its host kernels into a database
     vpuc calibrate-host [--target T]            fit [host] cost figures to this machine
     vpuc optimize MODEL [--target T] [--json]   run the graph passes, print the fusion audit
     vpuc partition MODEL --target T [--json]    where each op runs and why, what crosses
@@ -201,7 +201,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--trials", type=int, metavar="N", help="candidates to measure in all (default 256 per task)"
     )
-    p.add_argument("--time-budget", type=float, metavar="MIN", help="stop after MIN minutes (default: none)")
+    p.add_argument(
+        "--time-budget", type=float, metavar="SEC", help="stop after SEC seconds of search (default: none)"
+    )
     p.add_argument("--db", metavar="DIR", help="tuning database to write (default: vpuc-tuning/<target>)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     add_input_shape(p)

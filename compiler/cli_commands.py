@@ -130,7 +130,7 @@ def tune_command(args) -> int:
         input_shapes=input_shapes(args.input_shape), **partition_options(args),
         **calibration_options(args, target),
     )  # fmt: skip
-    budget_s = args.time_budget * 60 if args.time_budget is not None else None
+    budget_s = args.time_budget
     result = tune_model(
         args.model, target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
         seed=args.seed, progress=not args.json and sys.stderr.isatty(),
