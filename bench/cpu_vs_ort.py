@@ -81,7 +81,7 @@ def tune(model: onnx.ModelProto, inputs: dict[str, np.ndarray], db: Path, args) 
         path = Path(work) / "model.onnx"
         onnx.save(model, path)
         command = [sys.executable, "-m", "vpuc.compiler.cli", "tune", str(path), "--db", str(db), "--json",
-                   "--time-budget", str(args.tune_minutes)]  # fmt: skip
+                   "--time-budget", str(args.tune_minutes * 60)]  # fmt: skip
         command += [f"--input-shape={n}={'x'.join(map(str, a.shape))}" for n, a in inputs.items()]
         if args.trials:
             command += ["--trials", str(args.trials)]

@@ -1,7 +1,7 @@
 """The `vpuc` command line: where the compiler, the runtime and the simulator meet.
 
     vpuc compile MODEL --target T -o OUT.vpub   compile an ONNX model
-    vpuc tune MODEL --target T [--time-budget M] tune its host kernels into a database
+    vpuc tune MODEL --target T [--time-budget S] tune its host kernels into a database
     vpuc calibrate-host [--target T]            fit [host] cost figures to this machine
     vpuc optimize MODEL [--target T] [--json]   run the graph passes, print the fusion audit
     vpuc partition MODEL --target T [--json]    where each op runs and why, what crosses
@@ -39,6 +39,12 @@ from vpuc.compiler.cli_options import (
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `git log | head -1`
+# The default stays cpu: a model compiles and runs without knowing the VPU's ops, and a VPU
+# compile is one explicit word; --help says so (issue 26).
+TARGET_HELP = (
+    "built-in target name (see vpuc targets) or a .toml path; default: cpu, the host alone "
+    "with no VPU: give --target vpu (or vpu-plus, u55-256) to compile for the VPU"
+)
 BUG_HINT = "this is a bug in vpuc, rerun with VPUC_DEBUG=1 for details"
 
 
@@ -69,12 +75,14 @@ def _guarded(command: str, handler: Callable[[argparse.Namespace], int], args) -
     from vpuc.runtime.errors import USER_ERRORS
     from vpuc.targets import TargetError
 
+    _rich_pipe_policy()
     try:
         code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except (CompileError, TargetError, *USER_ERRORS) as exc:
         print(f"vpuc {command}: {exc}", file=sys.stderr)
+        _json_error(args, str(exc), EXIT_USER_ERROR)
         return EXIT_USER_ERROR
     except BrokenPipeError:
         _silence_stdout()
@@ -85,13 +93,39 @@ def _guarded(command: str, handler: Callable[[argparse.Namespace], int], args) -
     except InternalError as exc:  # a known stage failed inside TVM: a bug, named
         _debug_traceback()
         print(f"vpuc {command}: internal error: {exc}; {BUG_HINT}", file=sys.stderr)
+        _json_error(args, f"internal error: {exc}", EXIT_INTERNAL_ERROR)
         return EXIT_INTERNAL_ERROR
     except Exception as exc:  # a bug: one line, never a traceback unless asked
         _debug_traceback()
         message = " ".join(str(exc).split())[:500]
         print(f"vpuc {command}: internal error ({type(exc).__name__}: {message}); {BUG_HINT}",
               file=sys.stderr)  # fmt: skip
+        _json_error(args, f"internal error ({type(exc).__name__}: {message})", EXIT_INTERNAL_ERROR)
         return EXIT_INTERNAL_ERROR
+
+
+def _json_error(args, message: str, code: int) -> None:
+    """Under --json a script reads stdout: give it the error as a JSON object too."""
+    if getattr(args, "json", False):
+        import json
+
+        try:
+            print(json.dumps({"error": message, "exit_code": code}))
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+
+def _rich_pipe_policy() -> None:
+    """Rich answers a closed pipe with SystemExit(1), the code of a failed --check: make it raise
+    BrokenPipeError instead, so the reader closing early exits 141 like every other output."""
+    from rich.console import Console
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+    Console.on_broken_pipe = on_broken_pipe
 
 
 def _debug_traceback() -> None:
@@ -153,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compile", help="compile an ONNX model into a .vpub artifact")
     p.add_argument("model", help="ONNX model file")
-    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument("--target", default="cpu", help=TARGET_HELP)
     p.add_argument("-o", "--output", help="artifact to write (default: MODEL's name with .vpub)")
     add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the compile report as JSON")
@@ -189,11 +223,13 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tune", help="tune a model's host kernels (MetaSchedule) into a tuning database")
     p.add_argument("model", help="ONNX model file")
-    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument("--target", default="cpu", help=TARGET_HELP)
     p.add_argument(
         "--trials", type=int, metavar="N", help="candidates to measure in all (default 256 per task)"
     )
-    p.add_argument("--time-budget", type=float, metavar="MIN", help="stop after MIN minutes (default: none)")
+    p.add_argument(
+        "--time-budget", type=float, metavar="SEC", help="stop after SEC seconds of search (default: none)"
+    )
     p.add_argument("--db", metavar="DIR", help="tuning database to write (default: vpuc-tuning/<target>)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     add_input_shape(p)
@@ -203,7 +239,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=commands.tune_command)
 
     p = sub.add_parser("calibrate-host", help="fit the partitioner's [host] cost figures to this machine")
-    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument("--target", default="cpu", help=TARGET_HELP)
     p.add_argument("--db", metavar="DIR", help="time kernels with this tuning database's records")
     p.add_argument("--json", action="store_true", help="print every probe's figures as JSON")
     p.set_defaults(handler=commands.calibrate_host_command)
@@ -222,7 +258,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("optimize", help="run the graph passes and print the fusion audit")
     p.add_argument("model", help="ONNX model file")
-    p.add_argument("--target", default="cpu", help="built-in target name or a .toml path (default: cpu)")
+    p.add_argument("--target", default="cpu", help=TARGET_HELP)
     add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.add_argument("--dump-after", metavar="PASS", help="print the Relax module after the pass PASS")

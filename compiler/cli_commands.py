@@ -24,9 +24,16 @@ def _artifact_path(args) -> Path:
     """-o (default: the model's name with .vpub, here), never the model nor a non-artifact."""
     from vpuc.compiler.errors import CompileError
 
+    if args.output == "":
+        raise CompileError("-o: is empty; give a file name such as model.vpub")
     output = Path(args.output) if args.output else Path(Path(args.model).stem + ".vpub")
     if output.is_dir():
         raise CompileError(f"{output}: is a directory; give -o a file name such as model.vpub")
+    if output.exists() and not output.is_file():  # /dev/zero, a FIFO: never read as a zip
+        raise CompileError(f"{output}: is not a regular file; give -o a file name such as model.vpub")
+    parent = next((p for p in output.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise CompileError(f"{output}: {parent} is not a directory")
     if output.exists() and Path(args.model).exists() and output.samefile(args.model):
         raise CompileError(f"{output}: -o names the model itself; give another output such as model.vpub")
     if output.exists() and not _is_artifact(output):
@@ -129,7 +136,7 @@ def tune_command(args) -> int:
         input_shapes=input_shapes(args.input_shape), **partition_options(args),
         **calibration_options(args, target),
     )  # fmt: skip
-    budget_s = args.time_budget * 60 if args.time_budget is not None else None
+    budget_s = args.time_budget
     result = tune_model(
         args.model, target, options, db_dir=args.db, trials=args.trials, time_budget_s=budget_s,
         seed=args.seed, progress=not args.json and sys.stderr.isatty(),
@@ -156,10 +163,12 @@ def calibrate_host_command(args) -> int:
 def partition_command(args) -> int:
     from vpuc.compiler.driver import CompileOptions, prepare_model
     from vpuc.compiler.errors import CompileError
-    from vpuc.compiler.partition.draw import write_drawing
+    from vpuc.compiler.partition.draw import check_can_render_svg, write_drawing
     from vpuc.compiler.reports import print_partition_report
     from vpuc.targets import load_target
 
+    if args.svg:
+        check_can_render_svg(args.svg)  # before calibrating, not after
     target = load_target(args.target)
     # The same stages as `vpuc compile` (quantisation included): the report is the partition
     # of the module that compile builds, computed the same way (tests/e2e/test_corpus.py).
@@ -245,12 +254,14 @@ def write_atomically(path: Path, data: bytes) -> None:
     import tempfile
 
     from vpuc.compiler.errors import CompileError
+    from vpuc.runtime.artifact import follow_umask
 
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise CompileError(f"{path}: cannot write: {exc.strerror}") from None
     try:
+        follow_umask(fd)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.replace(tmp, path)

@@ -66,6 +66,7 @@ class Artifact:
         except OSError as exc:
             raise ArtifactError(f"{path}: cannot write: {exc.strerror}") from None
         try:
+            follow_umask(fd)
             with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
                 zf.writestr(MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
                 for name, data in sorted(self.members.items()):
@@ -94,7 +95,8 @@ class Artifact:
                 _check_manifest_digest(path, manifest)
                 members = {name: zf.read(name) for name in manifest["members"] if name in names}
         except zipfile.BadZipFile:
-            raise ArtifactError(f"{path}: not a .vpub artifact (not a zip file)") from None
+            hint = f"; compile it first: vpuc compile {path}" if path.suffix.lower() == ".onnx" else ""
+            raise ArtifactError(f"{path}: not a .vpub artifact (not a zip file){hint}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON: {exc}") from None
         _check_members(path, manifest, members)
@@ -143,3 +145,11 @@ def _check_members(path: Path, manifest: dict[str, Any], members: dict[str, byte
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def follow_umask(fd: int) -> None:
+    """Give a mkstemp file (created 0600) the mode any file the user writes gets: 0666 less the
+    umask, so artifacts and models can be shared as the user's umask allows."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)

@@ -56,7 +56,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--allow-nonfinite",
         action="store_true",
-        help="exit 0 even when an output has NaN or Inf values (they are reported either way)",
+        help="accept NaN or Inf inputs, and exit 0 even when an output has them (reported either way)",
     )
     p.set_defaults(handler=run_command)
 
@@ -115,7 +115,7 @@ def run_command(args) -> int:
         inputs, source = load_npz(args.inputs, executable.inputs), args.inputs
     else:
         inputs, source = random_inputs(executable.inputs, args.seed), f"random (seed {args.seed})"
-    if executable.artifact.manifest.get("vpu_programs"):  # a CPU graph may take NaN/inf (IsNaN...)
+    if not args.allow_nonfinite:  # every artifact alike; a graph built for NaN (IsNaN) asks for it
         _refuse_nonfinite(inputs, source)
     check_index_ranges(executable.inputs, inputs, args.inputs or "random inputs")
     executable.keep_traces(bool(args.trace or args.html))
@@ -175,7 +175,10 @@ def _refuse_nonfinite(inputs: dict[str, np.ndarray], source: str) -> None:
         if np.asarray(array).dtype.kind == "f":
             bad = int(np.count_nonzero(~np.isfinite(array)))
             if bad:
-                raise InputError(f"{source}: input '{name}' has {bad} NaN or infinite value(s)")
+                raise InputError(
+                    f"{source}: input '{name}' has {bad} NaN or infinite value(s); "
+                    "give --allow-nonfinite if the model is meant for them"
+                )
 
 
 def _check_arguments(args) -> None:
@@ -193,6 +196,8 @@ def _check_arguments(args) -> None:
         raise InputError(f"--sqnr-floor: must be a finite number of dB, got {args.sqnr_floor}")
     if args.float_model and not Path(args.float_model).is_file():
         raise InputError(f"--float-model: {args.float_model}: no such file")
+    if not 0 <= args.seed < 2**32:
+        raise InputError(f"--seed: must be between 0 and 2^32 - 1, got {args.seed}")
     if args.outputs:
         _check_outputs_path(Path(args.outputs), args)
 
@@ -204,6 +209,8 @@ def _check_outputs_path(out: Path, args) -> None:
         raise InputError(f"{out}: is a directory; give --outputs a file name such as outputs.npz")
     if not out.exists():
         return
+    if not out.is_file():
+        raise InputError(f"{out}: is not a regular file; give --outputs a file name such as outputs.npz")
     for flag, other in (("the artifact", args.artifact), ("--inputs", args.inputs), ("--check", args.check)):
         if other and Path(other).exists() and out.samefile(other):
             raise InputError(f"{out}: --outputs names {flag}'s file; give another file name")

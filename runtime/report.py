@@ -134,7 +134,9 @@ def _print_check(console: Console, check: dict[str, Any]) -> None:
         title = f"End to end against {part['reference']} ({where})"
         table = _table(title, "output", "max abs err", "rel err", "SQNR dB", "floor dB", "")
         for out in part["outputs"]:
-            sqnr = "exact" if out["sqnr_db"] is None else f"{out['sqnr_db']:.1f}"
+            sqnr = f"{out['sqnr_db']:.1f}" if out["sqnr_db"] is not None else "nan"
+            if out["sqnr_db"] is None and out["max_abs_err"] == 0:  # NaN is never "exact"
+                sqnr = "exact"
             floor = out.get("sqnr_floor_db")
             table.add_row(
                 out["name"],

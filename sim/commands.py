@@ -65,7 +65,7 @@ def sim_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.stats.to_json(), indent=2))
     else:
-        print_stats(result, Console())
+        print_stats(result, Console(width=None if sys.stdout.isatty() else 200))  # never cut a figure
     return 0
 
 

@@ -141,7 +141,10 @@ def _load_merged(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], tu
         raise TargetError(f"{path}: target.inherit: must be a string")
     parent_path = _resolve(parent_ref, base=path.parent)
     parent, chain = _load_merged(parent_path, (*seen, path))
-    return _merge(parent, data), (*chain, parent_path.stem)
+    merged = _merge(parent, data)
+    if "name" not in data.get("target", {}):  # never reported as the built-in it inherits
+        merged["target"]["name"] = path.stem
+    return merged, (*chain, parent_path.stem)
 
 
 def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:

@@ -22,8 +22,20 @@ def load_model(source: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, s
     else:
         model, name = _read(Path(source)), str(source)
     _check_is_model(model, name)
+    _check_opset(model, name)
     _run_checker(model, name)
     return model, name
+
+
+def _check_opset(model: onnx.ModelProto, name: str) -> None:
+    """An opset newer than the installed onnx knows compiles to nothing checkable: refuse it."""
+    known = onnx.defs.onnx_opset_version()
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx") and opset.version > known:
+            raise FrontendError(
+                f"{name}: imports ONNX opset {opset.version}; onnx {onnx.__version__} knows up to "
+                f"opset {known}"
+            )
 
 
 def _read(path: Path) -> onnx.ModelProto:

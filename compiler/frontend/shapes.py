@@ -17,6 +17,7 @@ from onnx import helper
 
 from vpuc.compiler.errors import FrontendError
 
+MAX_DIM = 2**31 - 1  # TVM's shapes and the VPU's index arithmetic are 32-bit
 _SHAPE_SPEC = re.compile(r"^(?P<name>[^=]+)=(?P<dims>\d+([x,]\d+)*)$")
 
 
@@ -48,6 +49,8 @@ def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...]]:
     dims = tuple(int(d) for d in re.split("[x,]", match["dims"]))
     if any(d <= 0 for d in dims):
         raise FrontendError(f"--input-shape '{spec}': every dim must be a positive integer")
+    if any(d > MAX_DIM for d in dims):
+        raise FrontendError(f"--input-shape '{spec}': a dim above {MAX_DIM:,} (2^31 - 1) is not supported")
     return match["name"], dims
 
 
@@ -67,6 +70,11 @@ def fix_input_shapes(
         if given not in inputs:
             known = ", ".join(inputs) or "none"
             raise FrontendError(f"{name}: --input-shape names '{given}', not an input (inputs: {known})")
+    symbolic = [vi for vi in inputs.values() if vi.name not in input_shapes and _symbolic(vi)]
+    if len(symbolic) > 1:  # name them all at once, not one failed compile per input
+        flags = " ".join(f"--input-shape {vi.name}=D1xD2x..." for vi in symbolic)
+        described = ", ".join(f"'{vi.name}' ({_describe(vi)})" for vi in symbolic)
+        raise FrontendError(f"{name}: inputs {described} have symbolic dims; give {flags}")
     for vi in inputs.values():
         if not vi.type.HasField("tensor_type"):
             raise FrontendError(f"{name}: input '{vi.name}' is not a tensor")
@@ -182,6 +190,13 @@ def _if_hint(model: onnx.ModelProto, node: onnx.NodeProto) -> str:
     return f" (its condition depends on input {names}: --bind-input {sorted(found)[0]}=VALUE fixes it)"
 
 
+def _symbolic(vi: onnx.ValueInfoProto) -> bool:
+    """A tensor input with a declared shape where some dim is a name or unknown."""
+    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return False
+    return any(not d.HasField("dim_value") or d.dim_value < 0 for d in vi.type.tensor_type.shape.dim)
+
+
 def _fixed_dims(name: str, vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> tuple[int, ...]:
     tensor_type = vi.type.tensor_type
     declared = list(tensor_type.shape.dim) if tensor_type.HasField("shape") else None
@@ -197,6 +212,11 @@ def _fixed_dims(name: str, vi: onnx.ValueInfoProto, given: tuple[int, ...] | Non
                     f"{name}: input '{vi.name}' has a symbolic dim {label} at axis {axis} "
                     f"({_describe(vi)}); give --input-shape {vi.name}=D1xD2x..."
                 )
+        if any(d.dim_value == 0 for d in declared):
+            raise FrontendError(
+                f"{name}: input '{vi.name}' declares a 0-size dim ({_describe(vi)}); an empty "
+                f"tensor cannot be compiled, give --input-shape {vi.name}=D1xD2x..."
+            )
         return tuple(d.dim_value for d in declared)
     if declared is not None:
         if len(declared) != len(given):

@@ -28,6 +28,7 @@ import tvm
 from vpuc.compiler import compat
 from vpuc.compiler.errors import CompileError, last_line
 from vpuc.compiler.host.target import HostTarget
+from vpuc.runtime.artifact import follow_umask
 
 DEFAULT_ROOT = "vpuc-tuning"
 META = "vpuc-tuning.json"
@@ -139,6 +140,7 @@ def save(db: TuningDatabase) -> None:
 
 def _replace(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    follow_umask(fd)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(tmp, path)

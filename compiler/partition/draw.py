@@ -90,13 +90,18 @@ def write_drawing(report: dict[str, Any], onnx_model: onnx.ModelProto, path: str
     if fmt == "dot":
         _write_atomic(path, source.source.encode())
         return path
+    check_can_render_svg(path)
+    _write_atomic(path, source.pipe(format="svg"))
+    return path
+
+
+def check_can_render_svg(path: str | Path) -> None:
+    """Refuse --svg before any work when graphviz's `dot` is missing."""
     if shutil.which("dot") is None:
         raise CompileError(
             f"{path}: cannot render SVG: graphviz's 'dot' program is not installed "
             "(apt-get install graphviz), or write DOT source with --dot"
         )
-    _write_atomic(path, source.pipe(format="svg"))
-    return path
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

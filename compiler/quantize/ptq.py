@@ -115,7 +115,7 @@ def quantize(
     layers = plan_layers(prepared.plan, provenance)
     floor = run.floor(layers, options)
     if floor is not None and not floor.reached and not options.accept_below_floor:
-        raise AccuracyFloorError(floor_message(floor, options, len(layers)))
+        raise AccuracyFloorError(floor_message(floor, options, len(layers), synthetic=held_out.synthetic))
     blocked = {**kept, **prepared.blocked}
     placement = partition.placement
     if floor is not None and floor.kept:

@@ -7,8 +7,10 @@
              (same outputs on seeded inputs, and faster) -> the database (database.py)
 
 Budget: --trials N candidates in all (default TRIALS_PER_TASK per task) and/or
---time-budget minutes, whichever ends first: when time is up every task is terminated and
-the search stops after the batch in flight (rounds of at most MAX_TRIALS_PER_ITER).
+--time-budget seconds, whichever ends first. The search runs in rounds (one task, at most
+MAX_TRIALS_PER_ITER candidates, BUDGET_TRIALS_PER_ROUND under a budget) and stops between
+them, before a round the longest so far says would end past the budget; no TVM task is
+terminated.
 MetaSchedule's cost model here is "random" (its default, XGBoost, is a dependency we do
 not pin): the search still keeps the measured best of each batch and mutates it.
 
@@ -43,6 +45,7 @@ MAX_TRIALS_PER_ITER = 32
 POPULATION = 64
 GENETIC_ITERS = 1
 EVOLUTION_MIN_TRIALS_PER_TASK = 16  # below: random samples of the space (replay-trace)
+BUDGET_TRIALS_PER_ROUND = 8  # with --time-budget: rounds short enough to stop within 10 %
 MIN_SPEEDUP = 1.05  # a record is kept only when this much faster than the default
 TIMING_REPEATS = 20
 VALIDATION_RTOL = 1e-4
@@ -114,31 +117,18 @@ def tune_tasks(
     # With a few trials per task, random samples of the space (no evolution) measure more.
     evolve = trials >= EVOLUTION_MIN_TRIALS_PER_TASK * len(tasks)
     with tempfile.TemporaryDirectory(prefix="vpuc-tune-") as work:
-        contexts = [
-            ms.TuneContext(
-                mod=task.mod,
-                target=host.target,
-                space_generator="post-order-apply",
-                search_strategy=_strategy(ms, evolve),
-                task_name=task.name,
-                rand_state=seed + i,
-                num_threads=host.num_cores,
-            )  # fmt: skip
-            for i, task in enumerate(tasks)
-        ]
         work_db = ms.database.JSONDatabase(work_dir=work, module_equality="structural")
         per_iter = max(1, min(MAX_TRIALS_PER_ITER, trials // max(len(tasks), 1)))
+        if time_budget_s is not None:  # short rounds: the budget is checked between them
+            per_iter = min(per_iter, BUDGET_TRIALS_PER_ROUND)
         bar = _Progress(len(tasks), trials, time_budget_s, enabled=progress)
         builder = ms.builder.LocalBuilder(max_workers=host.num_cores, initializer=compat.metaschedule)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), bar.callback(ms)]
         try:
             with bar:
-                ms.tune_tasks(
-                    tasks=contexts, task_weights=[float(t.weight) for t in tasks], work_dir=work,
-                    max_trials_global=trials, max_trials_per_task=trials, num_trials_per_iter=per_iter,
-                    builder=builder, runner=ms.runner.LocalRunner(initializer=compat.metaschedule),
-                    database=work_db, cost_model="random", measure_callbacks=callbacks,
-                    task_scheduler="gradient",
+                _search_in_rounds(
+                    ms, tasks, host, work, work_db, builder, callbacks, bar, trials, per_iter,
+                    None if time_budget_s is None else start + time_budget_s, seed, evolve,
                 )  # fmt: skip
         except CompileError:
             raise
@@ -147,6 +137,43 @@ def tune_tasks(
         outcomes = [_keep_best(task, work_db, db, host, model_name, min_speedup) for task in tasks]
     tuning_db.save(db)
     return TuneResult(Path(db_dir), bar.trials, time.perf_counter() - start, outcomes)
+
+
+def _search_in_rounds(
+    ms, tasks, host, work, work_db, builder, callbacks, bar, trials, per_iter, deadline, seed, evolve
+) -> None:
+    """Round-robin over the tasks, `per_iter` candidates of one task per MetaSchedule call, all
+    into one database (the evolutionary search starts from its measured best). The deadline
+    is checked between calls, before starting one that the longest call so far says would
+    end past it: nothing of TVM's is terminated mid-task."""
+    remaining, longest, exhausted, round_index = trials, 0.0, set(), 0
+    while remaining > 0 and len(exhausted) < len(tasks):
+        for i, task in enumerate(tasks):
+            if remaining <= 0 or i in exhausted:
+                continue
+            now = time.perf_counter()
+            if deadline is not None and now + longest > deadline:
+                bar.stopped = True
+                return
+            n = min(per_iter, remaining)
+            before = bar.trials
+            context = ms.TuneContext(
+                mod=task.mod, target=host.target, space_generator="post-order-apply",
+                search_strategy=_strategy(ms, evolve), task_name=task.name,
+                rand_state=seed + i + 7919 * round_index, num_threads=host.num_cores,
+            )  # fmt: skip
+            ms.tune_tasks(
+                tasks=[context], task_weights=[1.0], work_dir=work, max_trials_global=n,
+                max_trials_per_task=n, num_trials_per_iter=n, builder=builder,
+                runner=ms.runner.LocalRunner(initializer=compat.metaschedule), database=work_db,
+                cost_model="random", measure_callbacks=callbacks, task_scheduler="round-robin",
+            )  # fmt: skip
+            longest = max(longest, time.perf_counter() - now)
+            measured = bar.trials - before
+            remaining -= max(measured, 1)
+            if measured == 0:
+                exhausted.add(i)
+        round_index += 1
 
 
 def _strategy(ms, evolve: bool):
@@ -226,7 +253,7 @@ def _round(value: float | None) -> float | None:
 
 
 class _Progress:
-    """A rich progress bar over trials; ends the search when the time budget is spent."""
+    """A rich progress bar over trials; says when the time budget is spent."""
 
     def __init__(self, tasks: int, trials: int, time_budget_s: float | None, enabled: bool) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -260,8 +287,5 @@ class _Progress:
     def update(self, task_scheduler, measured: int) -> None:
         self.trials += measured
         self.bar.update(self.task_id, completed=min(self.trials, self.total))
-        if self.budget is not None and not self.stopped and time.perf_counter() - self.start >= self.budget:
-            self.stopped = True
+        if self.budget is not None and time.perf_counter() - self.start >= self.budget:
             self.bar.update(self.task_id, description="time budget spent: finishing")
-            for task_id in range(len(task_scheduler.tasks_)):
-                task_scheduler.terminate_task(task_id)

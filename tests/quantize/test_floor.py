@@ -137,3 +137,12 @@ def test_unreachable_floor_fails_with_the_figure_unless_accepted(encoder):
     accepted = _quantize(model, split, min_sqnr_db=90.0, accept_below_floor=True)[0]
     assert not accepted.accuracy["floor"]["reached"] and "(accepted)" in accepted.warnings[-1]
     assert np.isfinite(accepted.accuracy["outputs"][0]["sqnr_db"])
+
+
+def test_the_floor_refusal_says_the_samples_were_synthetic():
+    """Issue 26 item 11: on synthetic data the refusal says so and shows --calib."""
+    model = sentence_encoder.sentence_encoder(layers=2)
+    feeds = sentence_encoder.realistic_feeds(10, seed=0)
+    split = split_file_samples(CalibrationData(feeds, "synthetic (N=10, seed=0)", synthetic=True))
+    with pytest.raises(AccuracyFloorError, match=r"synthetic random ones: no --calib X\.npz was given"):
+        _quantize(model, split, min_sqnr_db=90.0)

@@ -78,6 +78,7 @@ def synthetic_calibration(
     Integer inputs read the model (`onnx_model`) for the Gather tables they index."""
     if n < 1:
         raise CalibrationError(f"--calib-synthetic {n}: need at least 1 sample")
+    check_fits_in_memory(input_specs, n, f"--calib-synthetic {n}")
     rng = np.random.default_rng([seed, stream])
     tables = gather_table_sizes(onnx_model) if onnx_model is not None else {}
     samples = {}
@@ -85,12 +86,48 @@ def synthetic_calibration(
         shape = (n, *spec.shape)
         dtype = np.dtype(spec.dtype)
         if np.issubdtype(dtype, np.floating):
-            samples[spec.name] = rng.standard_normal(shape).astype(dtype)
+            # One sample at a time in float64, stored in the input's dtype: the same stream
+            # (the generator fills in order) without N float64 samples at once.
+            stack = np.empty(shape, dtype)
+            for index in range(n):
+                stack[index] = rng.standard_normal(spec.shape)
+            samples[spec.name] = stack
         elif spec.name in tables:
             samples[spec.name] = rng.integers(0, tables[spec.name], shape).astype(dtype)
         else:
             samples[spec.name] = _padding_masks(rng, shape, dtype)
     return CalibrationData(samples, f"synthetic (N={n}, seed={seed}, stream={stream})", synthetic=True)
+
+
+def check_fits_in_memory(input_specs: list[TensorSpec], n: int, what: str) -> None:
+    """Refuse, as the user's problem, samples that cannot fit in this machine's memory: one line
+    naming the input and the bytes needed (docs/quantization.md)."""
+    available = available_memory_bytes()
+    for spec in input_specs:
+        needed = n * math.prod(spec.shape) * np.dtype(spec.dtype).itemsize
+        if needed > available:
+            dims = "x".join(map(str, spec.shape)) or "scalar"
+            raise CalibrationError(
+                f"{what}: input '{spec.name}' ({dims} {np.dtype(spec.dtype).name}) needs "
+                f"{needed:,} bytes for {n} samples; this machine has {available:,} available "
+                "(give fewer samples or a smaller --input-shape)"
+            )
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo, capped by the process's address-space limit."""
+    import resource
+
+    available = 1 << 62
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return min(available, soft) if soft != resource.RLIM_INFINITY else available
 
 
 def _padding_masks(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -129,15 +129,16 @@ def layer_name(
 ) -> tuple[str, tuple[str, ...]]:
     """(the ONNX node that produced `tensor`, all the nodes its binding computes). A binding
     no ONNX node accounts for (a layout transpose of the input) is named after what it reads,
-    followed through `sources` (binding -> the var it reads): "input (relaid out)"."""
-    nodes = tuple(provenance.get(tensor, ()))
+    followed through `sources` (binding -> the var it reads): "input (relaid out)". Total: an
+    empty provenance list counts as none (real exports leave some)."""
+    nodes = tuple(provenance.get(tensor) or ())
     if nodes:
         return nodes[-1], nodes
     seen, current = [tensor], tensor
-    while current in (sources or {}) and current not in provenance and len(seen) < 16:
+    while current in (sources or {}) and not provenance.get(current) and len(seen) < 16:
         current = sources[current]
         seen.append(current)
     if current == tensor:
         return tensor, ()
-    named = provenance.get(current, [current])[-1]
-    return f"{named} (relaid out)", tuple(provenance.get(current, ()))
+    found = tuple(provenance.get(current) or ())
+    return f"{found[-1] if found else current} (relaid out)", found

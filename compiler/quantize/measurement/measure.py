@@ -125,7 +125,10 @@ def floor_verdict(
         )
     if final >= options.min_sqnr_db:
         return
-    message = floor_message(floor, options, max_float=accuracy["floor"]["max_float_layers"], figure=final)
+    synthetic = str(accuracy.get("held_out", "")).startswith("synthetic")
+    message = floor_message(
+        floor, options, max_float=accuracy["floor"]["max_float_layers"], figure=final, synthetic=synthetic
+    )
     if not options.accept_below_floor:
         raise AccuracyFloorError(message)
     warnings.append(f"{message} (accepted)")
@@ -137,14 +140,19 @@ def floor_message(
     layers: int = 0,
     max_float: int | None = None,
     figure: float | None = None,
+    synthetic: bool = False,
 ) -> str:
-    """Why the compile stops: the figure reached, with how many layers in float."""
+    """Why the compile stops: the figure reached, with how many layers in float, and whether
+    the samples were synthetic (then --calib is the first thing to try)."""
     max_float = max_float if max_float is not None else max(1, int(layers * MAX_FLOAT_SHARE))
     figure = floor.sqnr_db if figure is None else figure
-    names = ", ".join(layer.name for layer in floor.kept)
+    names = ", ".join(dict.fromkeys(layer.name for layer in floor.kept))  # each layer once
     kept = f" even with {len(floor.kept)} layer(s) in float ({names})" if floor.kept else ""
+    samples = "the held-out samples"
+    if synthetic:  # the first thing to try is real data
+        samples += " (synthetic random ones: no --calib X.npz was given)"
     return (
-        f"output SQNR {figure:.1f} dB on the held-out samples is below --min-sqnr "
+        f"output SQNR {figure:.1f} dB on {samples} is below --min-sqnr "
         f"{options.min_sqnr_db:g}{kept}; the floor may keep at most {max_float} layer(s) in "
         "float. Calibrate on real data (--calib), keep layers with --keep-float, lower "
         "--min-sqnr, or give --accept-low-sqnr"
