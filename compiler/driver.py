@@ -65,7 +65,7 @@ from vpuc.compiler.quantize import (
     QuantOptions,
     quantize_for_compile,
 )
-from vpuc.compiler.summary import network_summary
+from vpuc.compiler.summary import mac_share, network_summary
 from vpuc.runtime.artifact import Artifact
 from vpuc.targets import Target, resolve_target
 
@@ -387,6 +387,8 @@ def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:
 def _report(prepared: Prepared) -> dict[str, Any]:
     imported, target, optimized = prepared.imported, prepared.target, prepared.optimized
     partition = prepared.partition.report if prepared.partition else None
+    if partition is not None:  # the same figures `vpuc partition` prints
+        partition = {**partition, "macs": mac_share(partition, imported.onnx_model)}
     if partition is not None:
         ops = partition["ops"]
     else:
