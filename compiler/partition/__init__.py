@@ -95,7 +95,10 @@ def partition_for_vpu(
     answers = vpu_estimate(raw_mod) if vpu_estimate is not None else VpuAnswers()
     unprofitable, verdicts = {}, []
     if profitability:
-        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, answers.cycles, answers.refusals)
+        # judged on the raw cut as it stands: a subgraph the rule sends to the CPU gets its
+        # verdict as the reason (a layer the quantiser left in float for that reason is also
+        # one the code generator refuses); the code generator's refusals block the rest
+        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, answers.cycles)
     idle = computeless(raw)
     blocked_now = {**refused, **answers.refusals, **unprofitable, **idle}
     if len(blocked_now) > len(refused):

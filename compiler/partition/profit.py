@@ -29,17 +29,15 @@ def judge(
     target: Target,
     min_ops: int,
     estimated: dict[int, int] | None = None,
-    refused: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], list[SubgraphCost]]:
     """Returns ({binding name: reason} for the ops to keep on the CPU, a verdict per subgraph).
     `placement` is the raw cut (a partition.Placement); `estimated` the code generator's
     cycles per raw subgraph where it could lower it whole (its layer planner's, layer by
-    layer, elsewhere); `refused` the bindings the code generator refuses, which stay on the
-    CPU whatever the verdicts (their subgraphs are judged without them)."""
-    estimated, refused = estimated or {}, refused or {}
+    layer, elsewhere)."""
+    estimated = estimated or {}
     subgraph_of = placement.subgraph_of
-    composites = [c for c in placement.composites if not any(m in refused for m in c.members)]
-    current = {n: s for n, s in subgraph_of.items() if n not in refused}
+    composites = list(placement.composites)
+    current = dict(subgraph_of)
     verdicts: dict[int, SubgraphCost] = {}
     for subgraph, names in subgraph_members(current).items():
         count = onnx_op_count(graph, names)
@@ -61,7 +59,7 @@ def judge(
             _verdict(graph, current, subgraph, composites, target, True, "", estimated), True
         )
     kept = subgraph_members(current)
-    blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if n not in refused and s not in kept}
+    blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if s not in kept}
     return blocked, [verdicts[s] for s in sorted(verdicts)]
 
 
