@@ -19,6 +19,11 @@ ALLOWED = {
 JOINS = {
     REPO / "compiler" / "cli.py",  # the CLI calls runtime/cli.py for run, sim, asm, disasm
     REPO / "compiler" / "sweep" / "evaluate.py",  # vpuc sweep simulates each point's programs
+    # `vpuc run` writes the per-layer CSV in the one format compile writes (compiler/summary.py)
+    REPO / "runtime" / "cli.py",
+    # `vpuc run --check` builds the QDQ reference the artifact carries unbuilt, with the
+    # compiler's host stage, the first time it is asked for (and caches it)
+    REPO / "runtime" / "reference.py",
 }
 
 
@@ -60,7 +65,7 @@ STAGES = [
     ("quantize", ["quantize"]),
     ("Relax reader", ["lower.reader", "lower"]),
     ("host", ["host"]),
-    ("driver", ["driver", "reports"]),
+    ("driver", ["driver", "reports", "summary"]),
     ("commands", ["tune", "regress", "sweep"]),
     ("cli", ["cli", "cli_commands", "cli_options"]),
 ]
