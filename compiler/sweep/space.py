@@ -197,6 +197,8 @@ def _toml(value) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float) and math.isfinite(value):  # the timing figures (issue 21) are rates
+        return repr(value)
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, list | tuple):

@@ -99,7 +99,10 @@ def _evaluate(func: relax.Function, args: list[np.ndarray]) -> np.ndarray:
 
 @pytest.mark.parametrize("name", list(zoo.MODELS))
 def test_each_layer_within_one_lsb_of_the_qdq_reference(zoo_dir, name):
-    prepared = prepare_model(zoo_dir / f"{name}.onnx", "vpu-plus", CompileOptions(calib_synthetic=8))
+    # every layer the op list takes (the measured host figures keep transformer_encoder's
+    # small subgraphs on the host; the layers are what this test is about)
+    options = CompileOptions(calib_synthetic=8, profitability=False)
+    prepared = prepare_model(zoo_dir / f"{name}.onnx", "vpu-plus", options)
     provenance = prepared.quantized.provenance
     checked = 0
     for (_, func), program in zip(vpu_functions(prepared.partition.mod), prepared.programs, strict=True):
