@@ -137,7 +137,8 @@ def end_to_end(stats: RunStats, target: Target, report: dict[str, Any]) -> dict[
     clock, host_clock = target.hardware.clock_mhz, target.host.clock_mhz
     vpu_us, link_us = stats.cycles["vpu"] / clock, stats.cycles["link"] / clock
     known = all("host_cycles_modelled" in op for op in host)  # older artifacts lack it
-    host_cycles = sum(int(op["host_cycles_modelled"]) for op in host) if known else None
+    # every row's host part: a CPU node's, and the Q or DQ a VPU node left on the host
+    host_cycles = sum(int(op.get("host_cycles_modelled", 0)) for op in ops) if known else None
     host_us = host_cycles / host_clock if known else None
     return {
         "vpu_us": round(vpu_us, 3),

@@ -7,6 +7,8 @@ the code generator's layer planner (compiler/lower/codegen/oracle.py), the one a
 
 Host CPU, per op (cycles at host.clock_mhz):
     op_overhead_cycles + macs / macs_per_cycle + float32 bytes moved / bytes_per_cycle
+    a QuantizeLinear or DequantizeLinear: (4 + 1) bytes per element / bytes_per_cycle, no
+    overhead (the host build fuses it into the kernel beside it; a lower bound when alone)
 Transfer of N bytes over the host link: host_link_latency_cycles + ceil(N / bytes_per_cycle)
 """
 
@@ -16,6 +18,7 @@ import math
 
 import numpy as np
 
+from vpuc.compiler.partition.graph import Op
 from vpuc.targets import Target
 from vpuc.targets.ops import OpView
 
@@ -48,6 +51,14 @@ def cpu_cycles(view: OpView | None, target: Target) -> int:
         return host.op_overhead_cycles if view is not None else 0
     moved = 4 * (sum(_count(shape) for shape, _ in view.inputs) + _count(view.output_shape))
     return host.op_overhead_cycles + -(-macs(view) // host.macs_per_cycle) + -(-moved // host.bytes_per_cycle)
+
+
+def op_cpu_cycles(op: Op, target: Target) -> int:
+    """Estimated host CPU cycles of one binding of the partition graph: its OpView's, or a
+    Q or DQ's pass over its data (it has no OpView)."""
+    if op.view is None and op.is_qdq:
+        return -(-5 * _count(op.shape) // target.host.bytes_per_cycle)
+    return cpu_cycles(op.view, target)
 
 
 def vpu_seconds(cycles: int, target: Target) -> float:

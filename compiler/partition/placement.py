@@ -101,7 +101,7 @@ def vpu_cycles_of(graph: Graph, composites: list[Composite], target: Target) -> 
 
 def cpu_seconds(graph: Graph, names: list[str], target: Target) -> float:
     return target.host.seconds(
-        sum(cost.cpu_cycles(graph.ops[n].view, target) for n in names if n in graph.ops)
+        sum(cost.op_cpu_cycles(graph.ops[n], target) for n in names if n in graph.ops)
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import onnx
 
 from vpuc.compiler.partition.annotate import Annotation, not_listed_reason
-from vpuc.compiler.partition.cost import cpu_cycles
+from vpuc.compiler.partition.cost import op_cpu_cycles
 from vpuc.compiler.partition.graph import HOST, Graph
 from vpuc.compiler.partition.placement import Boundary, boundaries
 from vpuc.targets import Target
@@ -76,12 +76,17 @@ def _op_rows(graph, onnx_model, target, final, annotation, verdicts) -> list[dic
             composite = next(
                 composite_of[op.name].name for op in _ops_of(graph, node.name) if op.name in composite_of
             )
-            rows.append(_row(node, "vpu", vpu[0], f"{composite} in VPU subgraph {vpu[0]}"))
+            row = _row(node, "vpu", vpu[0], f"{composite} in VPU subgraph {vpu[0]}")
+            # a Q or DQ of the node that the cut left on the host still runs there
+            on_host = [op for op in _ops_of(graph, node.name) if op.name not in final.subgraph_of]
+            if on_host:
+                row["host_cycles_modelled"] = sum(op_cpu_cycles(op, target) for op in on_host)
+            rows.append(row)
         else:
             row = _row(node, "cpu", None, _cpu_reason(graph, node, target, annotation))
-            # the target host's modelled time for it (cost.cpu_cycles, [host] figures): what
+            # the target host's modelled time for it (cost.op_cpu_cycles, [host] figures): what
             # `vpuc run` adds to the end-to-end latency on the target system
-            row["host_cycles_modelled"] = sum(cpu_cycles(op.view, target) for op in _ops_of(graph, node.name))
+            row["host_cycles_modelled"] = sum(op_cpu_cycles(op, target) for op in _ops_of(graph, node.name))
             rows.append(row)
     return rows
 
