@@ -77,8 +77,13 @@ def _op_rows(graph, onnx_model, target, final, annotation, verdicts) -> list[dic
                 composite_of[op.name].name for op in _ops_of(graph, node.name) if op.name in composite_of
             )
             row = _row(node, "vpu", vpu[0], f"{composite} in VPU subgraph {vpu[0]}")
-            # a Q or DQ of the node that the cut left on the host still runs there
-            on_host = [op for op in _ops_of(graph, node.name) if op.name not in final.subgraph_of]
+            # a Q or DQ of the node that the cut left on the host still runs there, but for
+            # one at a layout edge: the program's DMA may take that tensor as it is (edges.py)
+            on_host = [
+                op
+                for op in _ops_of(graph, node.name)
+                if op.name not in final.subgraph_of and not _at_layout_edge(graph, op)
+            ]
             if on_host:
                 row["host_cycles_modelled"] = sum(op_cpu_cycles(op, target) for op in on_host)
             rows.append(row)
@@ -89,6 +94,24 @@ def _op_rows(graph, onnx_model, target, final, annotation, verdicts) -> list[dic
             row["host_cycles_modelled"] = sum(op_cpu_cycles(op, target) for op in _ops_of(graph, node.name))
             rows.append(row)
     return rows
+
+
+def _at_layout_edge(graph: Graph, op) -> bool:
+    """Whether a binding is the layout transpose of a model input, or the dequantize or
+    quantize around it: the program's DMA may take that input channels-first as it is, and
+    the host then runs none of them (edges.py)."""
+    near = [op.name, *op.inputs, *graph.consumers.get(op.name, [])]
+    return any(_input_transpose(graph, n) for n in near)
+
+
+def _input_transpose(graph: Graph, name: str) -> bool:
+    op = graph.ops.get(name)
+    if op is None or op.relax_op != "relax.permute_dims" or not op.inputs:
+        return False
+    source = graph.ops.get(op.inputs[0])
+    return op.inputs[0] in graph.inputs or (
+        source is not None and source.is_qdq and bool(source.inputs) and source.inputs[0] in graph.inputs
+    )
 
 
 def _row(node: onnx.NodeProto, device: str, subgraph, reason: str) -> dict[str, Any]:
