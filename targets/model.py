@@ -63,6 +63,12 @@ class Hardware:
     flash_bytes_per_cycle: int = 0
     flash_latency_cycles: int = 0
     flash_burst_bytes: int = 0
+    # Transfers in flight per memory region's port (docs/targets.md "Outstanding transfers"):
+    # the DMA unit issues a transfer while up to this many earlier ones on the same port
+    # have not ended, so their latencies overlap; 1: one transfer at a time, as before.
+    # Flash, when weights live there, is a second port running beside DRAM's.
+    dram_outstanding: int = 1
+    flash_outstanding: int = 1
 
     def __post_init__(self) -> None:
         if self.dram_burst_bytes <= 0:

@@ -140,6 +140,66 @@ def _dma(i: Dma, hw: Hardware) -> int:
     )
 
 
+def dma_port(i: Dma, hw: Hardware) -> str:
+    """The memory port a transfer uses: "flash" for the constant region (region = 1) on a
+    target whose weights live in flash (its own AXI port beside DRAM's), else "dram"."""
+    return "flash" if getattr(i, "region", 0) and hw.weights_in == "flash" else "dram"
+
+
+def dma_latency(port: str, hw: Hardware) -> int:
+    return hw.flash_latency_cycles if port == "flash" else hw.dram_latency_cycles
+
+
+class DmaPorts:
+    """When the DMA unit's transfers run: the one rule the simulator's schedule
+    (vpuc.sim.timing) and the compile-time estimate (codegen/estimate.py) both follow.
+
+    The DMA unit takes its transfers in program order; taking one holds it issue_cycles.
+    Each transfer then uses its region's port (`dma_port`): its first byte arrives the
+    port's latency after issue, and its data (the transfer's cycles past issue and latency)
+    streams once the port has finished the transfer before it, so a port moves one
+    transfer's data at a time while up to `<port>_outstanding` transfers are in flight
+    (their latencies overlap). A transfer is taken only when fewer than that many earlier
+    transfers on its port are still in flight. With 1 outstanding and one port this is the
+    plain sequence: every transfer issue + latency + data after the one before."""
+
+    def __init__(self, hw: Hardware) -> None:
+        self.hw = hw
+        self.taken = 0  # when the unit can take its next transfer
+        self.port_free = {"dram": 0, "flash": 0}
+        self.ends: dict[str, list[int]] = {"dram": [], "flash": []}  # per port, non-decreasing
+
+    def outstanding(self, port: str) -> int:
+        return self.hw.flash_outstanding if port == "flash" else self.hw.dram_outstanding
+
+    def earliest(self, port: str, ready: int) -> int:
+        """When a transfer ready at `ready` can be taken: the unit free and a slot on its port."""
+        start = max(ready, self.taken)
+        ends, limit = self.ends[port], self.outstanding(port)
+        if len(ends) >= limit:
+            start = max(start, ends[-limit])
+        return start
+
+    def run(self, port: str, start: int, cycles: int) -> int:
+        """Take a transfer of `cycles` (instruction_cycles) at `start` (>= earliest); its end."""
+        hw = self.hw
+        latency = dma_latency(port, hw)
+        data = cycles - hw.issue_cycles - latency
+        end = max(start + hw.issue_cycles + latency, self.port_free[port]) + data
+        self.taken = start + hw.issue_cycles
+        self.port_free[port] = end
+        ends = self.ends[port]
+        ends.append(end)
+        if len(ends) > 64:
+            del ends[:-64]
+        return end
+
+    @property
+    def drained(self) -> int:
+        """When every transfer taken so far has ended."""
+        return max(self.taken, *self.port_free.values())
+
+
 # --- MAC array -----------------------------------------------------------------------------
 
 
