@@ -41,6 +41,8 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "flash_latency_cycles": (0, 1 << 20),
     "flash_burst_bytes": (1, 1 << 16),
     "dram_outstanding": (1, 64),
+    "vector_pool_block_h": (1, 64),
+    "vector_pool_block_w": (1, 64),
     "flash_outstanding": (1, 64),
 }
 WEIGHT_REGIONS = ("dram", "flash")
@@ -63,6 +65,8 @@ OPTIONAL_HARDWARE = (
     "flash_burst_bytes",
     "dram_outstanding",
     "flash_outstanding",
+    "vector_pool_block_h",
+    "vector_pool_block_w",
 )
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
 

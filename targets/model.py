@@ -54,6 +54,10 @@ class Hardware:
     vector_lut_per_cycle: float = 0.0
     vector_pool_per_cycle: float = 0.0  # window taps per cycle
     vector_requant_per_cycle: float = 0.0
+    # Output pixels pooling works on together (U55's 2x2 output microblock): an output tile
+    # narrower or shorter than the block pays for the whole block; 1 x 1: no block.
+    vector_pool_block_h: int = 1
+    vector_pool_block_w: int = 1
     # Where weights, scales and tables live (Vela's memory modes): "dram" (beside the feature
     # maps) or "flash", a second, read-only region with its own figures (0: none).
     weights_in: str = "dram"

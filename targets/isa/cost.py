@@ -25,7 +25,8 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
     VEC     the unit works in vector_lanes-wide vectors at its kind's rate r (elements per
             cycle, vector_<kind>_per_cycle): ceil(vectors * vector_lanes / r); requant
             vectors = ceil(channels / lanes) * pixels; add, mul, clip, lut
-            ceil(elements / lanes); pools ceil(channels / lanes) * out pixels * window taps
+            ceil(elements / lanes); pools ceil(channels / lanes) * out pixels * window taps,
+            out pixels counted in whole vector_pool_block_h x vector_pool_block_w blocks
 """
 
 from __future__ import annotations
@@ -323,7 +324,9 @@ def _mul(i: Mul, hw: Hardware) -> int:
 def _pool(i: MaxPool | AvgPool, hw: Hardware) -> int:
     out_h, out_w = pool_output_shape(i)
     taps = out_h * out_w * i.kernel_h * i.kernel_w
-    vectors = ceil_div(i.channels, hw.vector_lanes) * taps
+    bh, bw = hw.vector_pool_block_h, hw.vector_pool_block_w
+    blocked = ceil_div(out_h, bh) * bh * ceil_div(out_w, bw) * bw  # whole output blocks
+    vectors = ceil_div(i.channels, hw.vector_lanes) * blocked * i.kernel_h * i.kernel_w
     traffic = taps * i.channels + out_h * out_w * i.channels
     return vector_cycles(hw, vectors, hw.vector_pool_per_cycle, traffic)
 

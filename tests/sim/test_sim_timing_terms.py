@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vpuc.sim import Add, Conv, Dma, End, Opcode, Requant, Simulator
+from vpuc.sim import Add, AvgPool, Conv, Dma, End, Opcode, Requant, Simulator
 from vpuc.targets import load_target
 
 
@@ -158,3 +158,22 @@ def test_outstanding_transfers_overlap_their_latency():
     # a conv waiting on the last load starts when all four have ended
     program = [*loads[:3], dataclasses.replace(loads[3], signal=1), conv_1x1(wait=1)]
     assert cycles(with_figures(dram_outstanding=4), *program) == 80 + 304
+
+
+def test_pooling_pays_for_whole_output_blocks():
+    # 8x8x16 -> 1x1 average: one 32-lane vector per output pixel per tap, 64 taps; at 8 taps
+    # a cycle: 64 x 32 / 8 = 256 cycles
+    pool = AvgPool(src=0, dst=4096, in_h=8, in_w=8, channels=16, kernel_h=8, kernel_w=8)
+    assert cycles(with_figures(vector_pool_per_cycle=8.0), pool) == 256
+    # over a 2x2 output block the one output pixel takes the block's four: 1024
+    blocked = {"vector_pool_per_cycle": 8.0, "vector_pool_block_h": 2, "vector_pool_block_w": 2}
+    assert cycles(with_figures(**blocked), pool) == 1024
+    # 4x4 outputs (kernel 2, stride 2) fill four whole blocks: 16 px x 4 taps x 32 / 8 = 256
+    pool2 = AvgPool(
+        src=0, dst=4096, in_h=8, in_w=8, channels=16, kernel_h=2, kernel_w=2, stride_h=2, stride_w=2
+    )
+    assert (
+        cycles(with_figures(**blocked), pool2)
+        == cycles(with_figures(vector_pool_per_cycle=8.0), pool2)
+        == 256
+    )
