@@ -9,7 +9,7 @@ The source may repeat bytes (stride 0 broadcasts); destination rows must not ove
 from __future__ import annotations
 
 from vpuc.sim.machine import Plan, State, require, require_positive
-from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.cost import dma_port, instruction_cycles
 from vpuc.targets.isa.formats import Dma, Opcode, Unit
 
 
@@ -25,9 +25,10 @@ def plan_dma(instruction: Dma, state: State) -> Plan:
     state.dram.block(i.dram, shape, dram_strides, "read" if load else "write")
     sram = state.sram.block(i.sram, shape, sram_strides, "write" if load else "read")
     cycles = instruction_cycles(i, state.hardware)
+    port = dma_port(i, state.hardware)
     if load:
-        return Plan(Unit.DMA, cycles, writes=(sram,), dram_read_bytes=nbytes)
-    return Plan(Unit.DMA, cycles, reads=(sram,), dram_written_bytes=nbytes)
+        return Plan(Unit.DMA, cycles, writes=(sram,), dram_read_bytes=nbytes, port=port)
+    return Plan(Unit.DMA, cycles, reads=(sram,), dram_written_bytes=nbytes, port=port)
 
 
 def _require_disjoint_rows(shape: tuple[int, int, int], side: str, strides: tuple[int, int]) -> None:

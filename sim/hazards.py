@@ -32,14 +32,17 @@ def check_races(instructions: Sequence[Instruction], plans: Sequence[Plan], time
         for other in QUEUED_UNITS:
             if other == plan.unit:
                 continue
-            ends = done_ends[other]  # non-decreasing: a unit runs in order
+            ends = done_ends[other]  # non-decreasing: running maxima of the unit's ends
             for j in range(bisect_right(ends, timeline.start[pc]), len(ends)):
                 earlier = done_pcs[other][j]
+                if timeline.end[earlier] <= timeline.start[pc]:
+                    continue
                 conflict = _conflict(plans[earlier], plan)
                 if conflict:
                     _race(instructions, timeline, earlier, pc, *conflict)
         done_pcs[plan.unit].append(pc)
-        done_ends[plan.unit].append(timeline.end[pc])
+        ends = done_ends[plan.unit]  # the DMA unit's transfers may end out of order
+        ends.append(max(timeline.end[pc], ends[-1]) if ends else timeline.end[pc])
 
 
 def _conflict(earlier: Plan, later: Plan) -> tuple[str, str, Region] | None:

@@ -34,6 +34,7 @@ class Plan:
     writes: tuple[Region, ...] = ()
     dram_read_bytes: int = 0
     dram_written_bytes: int = 0
+    port: str = ""  # a DMA transfer's memory port (targets/isa/cost.py dma_port)
 
 
 @dataclass

@@ -108,7 +108,7 @@ class Simulator:
         _check_shape(instructions)
         plans = tuple(_plan(pc, i, state) for pc, i in enumerate(instructions))
         check_tokens(instructions, plans)
-        timeline = schedule(instructions, plans)
+        timeline = schedule(instructions, plans, state.hardware)
         if self.check_races:
             check_races(instructions, plans, timeline)
         self._analysed = (program, state.dram.size_bytes, plans, timeline)

@@ -8,6 +8,16 @@ Each token links one signalling unit to one waiting unit (checked by `check_toke
 the k-th wait on a token takes the k-th signal: the schedule is deterministic without
 stepping cycle by cycle. END starts when every unit has drained. A unit whose next wait
 can never be satisfied is a deadlock, reported with the pc of the blocked instruction.
+
+The DMA unit takes its transfers in order but keeps several in flight, one queue per memory
+port (targets/isa/cost.py `DmaPorts`: the same rule the compile-time estimate follows), so
+transfers on two ports, or several on one port, overlap. It retires them in program
+order, as Ethos-U's DMA_WAIT counts outstanding transfers: a transfer gives its tokens
+when it and every earlier transfer have ended, so waiting on the last of several loads
+still covers them all (what the compiler's token placement relies on). A transfer
+whose SRAM bytes conflict with a transfer still in flight on the other port (one of them
+writing) is taken only when that one has ended: the DMA unit orders its own accesses,
+and the race check (hazards.py) looks only at pairs on different units.
 """
 
 from __future__ import annotations
@@ -19,7 +29,9 @@ from functools import cache
 from vpuc.sim.errors import SimError
 from vpuc.sim.machine import Plan
 from vpuc.targets.isa.asm import format_instruction
+from vpuc.targets.isa.cost import DmaPorts
 from vpuc.targets.isa.formats import TOKEN_COUNT, Instruction, Unit, token_ids
+from vpuc.targets.model import Hardware
 
 QUEUED_UNITS = (Unit.DMA, Unit.MAC, Unit.VEC)
 
@@ -62,8 +74,11 @@ def check_tokens(instructions: Sequence[Instruction], plans: Sequence[Plan]) -> 
                     )
 
 
-def schedule(instructions: Sequence[Instruction], plans: Sequence[Plan]) -> Timeline:
-    """Start and end cycles of every instruction; SimError on a deadlock."""
+def schedule(
+    instructions: Sequence[Instruction], plans: Sequence[Plan], hardware: Hardware | None = None
+) -> Timeline:
+    """Start and end cycles of every instruction; SimError on a deadlock. Without
+    `hardware` the DMA unit runs one transfer at a time."""
     n = len(instructions)
     start, end, stall = [0] * n, [0] * n, [0] * n
     cause: list[Unit | None] = [None] * n
@@ -73,6 +88,9 @@ def schedule(instructions: Sequence[Instruction], plans: Sequence[Plan]) -> Time
     given: list[list[tuple[int, int]]] = [[] for _ in range(TOKEN_COUNT)]  # (cycle, pc)
     taken = [0] * TOKEN_COUNT
     edges: list[tuple[int, int, int]] = []
+    ports = DmaPorts(hardware) if hardware is not None else None
+    in_flight: dict[str, list[int]] = {"dram": [], "flash": []}  # DMA pcs per port
+    retired = 0  # when every DMA transfer so far has ended
     progress = True
     while progress:
         progress = False
@@ -89,22 +107,57 @@ def schedule(instructions: Sequence[Instruction], plans: Sequence[Plan]) -> Time
                     edges.append((producer, pc, t))
                     if cycle > ready:
                         ready, last = cycle, producer
-                start[pc], end[pc] = ready, ready + plans[pc].cycles
                 stall[pc] = ready - free_at[unit]
                 cause[pc] = None if last is None else plans[last].unit
+                if ports is not None and unit == Unit.DMA:
+                    ready = _dma_start(pc, ready, plans, ports, in_flight, end)
+                    start[pc], end[pc] = ready, ports.run(plans[pc].port, ready, plans[pc].cycles)
+                    in_flight[plans[pc].port].append(pc)
+                    free_at[unit] = ports.taken
+                else:
+                    start[pc], end[pc] = ready, ready + plans[pc].cycles
+                    free_at[unit] = end[pc]
+                given_at = end[pc]
+                if unit == Unit.DMA:
+                    retired = given_at = max(retired, end[pc])
                 for t in _tokens(instructions[pc].signal):
-                    given[t].append((end[pc], pc))
-                free_at[unit] = end[pc]
+                    given[t].append((given_at, pc))
                 position[unit] += 1
                 progress = True
     blocked = [queue[position[u]] for u, queue in queues.items() if position[u] < len(queue)]
     if blocked:
         _deadlock(instructions, plans, sorted(blocked), given, taken)
     total = max(free_at.values(), default=0)
+    if ports is not None:
+        total = max(total, ports.drained)
     for pc in range(n):
         if plans[pc].unit == Unit.CTRL:
             start[pc] = end[pc] = total
     return Timeline(tuple(start), tuple(end), tuple(stall), tuple(cause), tuple(edges), total)
+
+
+def _dma_start(pc: int, ready: int, plans, ports: DmaPorts, in_flight, end) -> int:
+    """When DMA transfer `pc`, ready at `ready`, is taken: a slot on its port, and after
+    every transfer still in flight on the other port whose SRAM bytes it conflicts with."""
+    plan = plans[pc]
+    start = ports.earliest(plan.port, ready)
+    for port, pcs in in_flight.items():
+        if port == plan.port:
+            continue  # one port moves one transfer's data at a time, in order
+        for other in reversed(pcs):
+            if end[other] <= start:
+                break  # ends on a port are non-decreasing
+            if _conflicts(plans[other], plan):
+                start = max(start, end[other])
+        if len(pcs) > 64:
+            del pcs[:-64]
+    return start
+
+
+def _conflicts(a: Plan, b: Plan) -> bool:
+    return any(w.overlaps(r) for w in a.writes for r in (*b.reads, *b.writes)) or any(
+        r.overlaps(w) for r in a.reads for w in b.writes
+    )
 
 
 def _deadlock(instructions, plans, blocked: list[int], given, taken) -> None:

@@ -40,6 +40,10 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "flash_bytes_per_cycle": (1, 1 << 16),
     "flash_latency_cycles": (0, 1 << 20),
     "flash_burst_bytes": (1, 1 << 16),
+    "dram_outstanding": (1, 64),
+    "vector_pool_block_h": (1, 64),
+    "vector_pool_block_w": (1, 64),
+    "flash_outstanding": (1, 64),
 }
 WEIGHT_REGIONS = ("dram", "flash")
 FEATURE_MAP_HOMES = ("sram", "dram")
@@ -59,6 +63,10 @@ OPTIONAL_HARDWARE = (
     "flash_bytes_per_cycle",
     "flash_latency_cycles",
     "flash_burst_bytes",
+    "dram_outstanding",
+    "flash_outstanding",
+    "vector_pool_block_h",
+    "vector_pool_block_w",
 )
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
 
@@ -235,6 +243,11 @@ def _check_consistent(path: Path, values: dict[str, Any]) -> None:
         raise TargetError(
             f"{path}: hardware.weights_in: weights are placed in flash but the target has no flash "
             "region (give hardware.flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes)"
+        )
+    if values.get("flash_outstanding", 1) > 1 and not values.get("flash_bytes_per_cycle"):
+        raise TargetError(
+            f"{path}: hardware.flash_outstanding: transfers in flight on a flash port, but the "
+            "target has no flash region (give hardware.flash_bytes_per_cycle, ...)"
         )
     grouped = values.get("mac_grouped_pixels_per_cycle", 1)
     if grouped > values["mac_rows"]:

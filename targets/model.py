@@ -54,6 +54,10 @@ class Hardware:
     vector_lut_per_cycle: float = 0.0
     vector_pool_per_cycle: float = 0.0  # window taps per cycle
     vector_requant_per_cycle: float = 0.0
+    # Output pixels pooling works on together (U55's 2x2 output microblock): an output tile
+    # narrower or shorter than the block pays for the whole block; 1 x 1: no block.
+    vector_pool_block_h: int = 1
+    vector_pool_block_w: int = 1
     # Where weights, scales and tables live (Vela's memory modes): "dram" (beside the feature
     # maps) or "flash", a second, read-only region with its own figures (0: none).
     weights_in: str = "dram"
@@ -63,6 +67,12 @@ class Hardware:
     flash_bytes_per_cycle: int = 0
     flash_latency_cycles: int = 0
     flash_burst_bytes: int = 0
+    # Transfers in flight per memory region's port (docs/targets.md "Outstanding transfers"):
+    # the DMA unit issues a transfer while up to this many earlier ones on the same port
+    # have not ended, so their latencies overlap; 1: one transfer at a time, as before.
+    # Flash, when weights live there, is a second port running beside DRAM's.
+    dram_outstanding: int = 1
+    flash_outstanding: int = 1
 
     def __post_init__(self) -> None:
         if self.dram_burst_bytes <= 0:

@@ -25,7 +25,8 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
     VEC     the unit works in vector_lanes-wide vectors at its kind's rate r (elements per
             cycle, vector_<kind>_per_cycle): ceil(vectors * vector_lanes / r); requant
             vectors = ceil(channels / lanes) * pixels; add, mul, clip, lut
-            ceil(elements / lanes); pools ceil(channels / lanes) * out pixels * window taps
+            ceil(elements / lanes); pools ceil(channels / lanes) * out pixels * window taps,
+            out pixels counted in whole vector_pool_block_h x vector_pool_block_w blocks
 """
 
 from __future__ import annotations
@@ -138,6 +139,66 @@ def _dma(i: Dma, hw: Hardware) -> int:
         (i.dram_row_stride, i.dram_plane_stride),
         (i.sram_row_stride, i.sram_plane_stride),
     )
+
+
+def dma_port(i: Dma, hw: Hardware) -> str:
+    """The memory port a transfer uses: "flash" for the constant region (region = 1) on a
+    target whose weights live in flash (its own AXI port beside DRAM's), else "dram"."""
+    return "flash" if getattr(i, "region", 0) and hw.weights_in == "flash" else "dram"
+
+
+def dma_latency(port: str, hw: Hardware) -> int:
+    return hw.flash_latency_cycles if port == "flash" else hw.dram_latency_cycles
+
+
+class DmaPorts:
+    """When the DMA unit's transfers run: the one rule the simulator's schedule
+    (vpuc.sim.timing) and the compile-time estimate (codegen/estimate.py) both follow.
+
+    The DMA unit takes its transfers in program order; taking one holds it issue_cycles.
+    Each transfer then uses its region's port (`dma_port`): its first byte arrives the
+    port's latency after issue, and its data (the transfer's cycles past issue and latency)
+    streams once the port has finished the transfer before it, so a port moves one
+    transfer's data at a time while up to `<port>_outstanding` transfers are in flight
+    (their latencies overlap). A transfer is taken only when fewer than that many earlier
+    transfers on its port are still in flight. With 1 outstanding and one port this is the
+    plain sequence: every transfer issue + latency + data after the one before."""
+
+    def __init__(self, hw: Hardware) -> None:
+        self.hw = hw
+        self.taken = 0  # when the unit can take its next transfer
+        self.port_free = {"dram": 0, "flash": 0}
+        self.ends: dict[str, list[int]] = {"dram": [], "flash": []}  # per port, non-decreasing
+
+    def outstanding(self, port: str) -> int:
+        return self.hw.flash_outstanding if port == "flash" else self.hw.dram_outstanding
+
+    def earliest(self, port: str, ready: int) -> int:
+        """When a transfer ready at `ready` can be taken: the unit free and a slot on its port."""
+        start = max(ready, self.taken)
+        ends, limit = self.ends[port], self.outstanding(port)
+        if len(ends) >= limit:
+            start = max(start, ends[-limit])
+        return start
+
+    def run(self, port: str, start: int, cycles: int) -> int:
+        """Take a transfer of `cycles` (instruction_cycles) at `start` (>= earliest); its end."""
+        hw = self.hw
+        latency = dma_latency(port, hw)
+        data = cycles - hw.issue_cycles - latency
+        end = max(start + hw.issue_cycles + latency, self.port_free[port]) + data
+        self.taken = start + hw.issue_cycles
+        self.port_free[port] = end
+        ends = self.ends[port]
+        ends.append(end)
+        if len(ends) > 64:
+            del ends[:-64]
+        return end
+
+    @property
+    def drained(self) -> int:
+        """When every transfer taken so far has ended."""
+        return max(self.taken, *self.port_free.values())
 
 
 # --- MAC array -----------------------------------------------------------------------------
@@ -263,7 +324,9 @@ def _mul(i: Mul, hw: Hardware) -> int:
 def _pool(i: MaxPool | AvgPool, hw: Hardware) -> int:
     out_h, out_w = pool_output_shape(i)
     taps = out_h * out_w * i.kernel_h * i.kernel_w
-    vectors = ceil_div(i.channels, hw.vector_lanes) * taps
+    bh, bw = hw.vector_pool_block_h, hw.vector_pool_block_w
+    blocked = ceil_div(out_h, bh) * bh * ceil_div(out_w, bw) * bw  # whole output blocks
+    vectors = ceil_div(i.channels, hw.vector_lanes) * blocked * i.kernel_h * i.kernel_w
     traffic = taps * i.channels + out_h * out_w * i.channels
     return vector_cycles(hw, vectors, hw.vector_pool_per_cycle, traffic)
 

@@ -1,13 +1,15 @@
 """The timing terms of docs/targets.md on hand-computed programs, each with explicit
 figures: the issue cost, a scratchpad-bound MAC, a scratchpad-bound vector op, a
 bandwidth-bound DMA, depthwise pixels per cycle, vector throughput per kind, and weights
-read from flash (Vela's Shared_Sram) against the same load from DRAM."""
+read from flash (Vela's Shared_Sram) against the same load from DRAM, flash on its own
+port beside DRAM's, transfers retiring in order, and outstanding transfers overlapping
+their latency (a DMA-bound program where that saves 70.6%)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from vpuc.sim import Add, Conv, Dma, End, Opcode, Requant, Simulator
+from vpuc.sim import Add, AvgPool, Conv, Dma, End, Opcode, Requant, Simulator
 from vpuc.targets import load_target
 
 
@@ -102,3 +104,76 @@ def test_u55_memory_modes_differ_only_in_where_weights_live():
     shared, sram = load_target("u55-256").hardware, load_target("u55-256-sram").hardware
     assert (shared.weights_in, sram.weights_in) == ("flash", "dram")
     assert dataclasses.replace(shared, weights_in="dram") == sram
+
+
+FLASH = {
+    "weights_in": "flash",
+    "flash_bytes_per_cycle": 1,
+    "flash_latency_cycles": 64,
+    "flash_burst_bytes": 128,
+}
+
+
+def test_flash_and_dram_transfers_run_on_their_own_ports():
+    weights = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1000, region=1, signal=1)
+    activations = Dma(opcode=Opcode.LOAD, dram=0, sram=4096, row_bytes=4096, signal=2)
+    # flash 64 + 8 bursts of 128 B at 1 B/cycle = 1088; DRAM 64 + 4096 / 16 = 320. On two
+    # ports both start at 0: 1088, where one after the other is 1408 (overlap saves 22.7%)
+    result = Simulator(with_figures(**FLASH)).run([weights, activations, End()])
+    assert result.stats.total_cycles == 1088
+    assert result.timeline.start[:2] == (0, 0) and result.timeline.end[:2] == (1088, 320)
+    # into the bytes the flash load is still writing: the DMA unit orders the two
+    clash = dataclasses.replace(activations, sram=512)
+    assert cycles(with_figures(**FLASH), weights, clash) == 1088 + 320
+    # without a flash region the constant load is a DRAM transfer on the one port: 64 + 64 B
+    # ... = 1000 B in 32 bursts (1024 B) / 16 = 64, so 128, then 320 after it
+    assert cycles(with_figures(), weights, activations) == 128 + 320
+
+
+def test_transfers_retire_in_order():
+    """A token given by a transfer that ends early is given when every earlier one has ended:
+    a conv waiting on the last load alone reads the flash load's bytes safely."""
+    weights = Dma(opcode=Opcode.LOAD, dram=0, sram=8192, row_bytes=256, region=1)
+    activations = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1024, signal=1)
+    # flash: 64 + 2 bursts of 128 B = 320; DRAM: 64 + 1024 / 16 = 128, on its own port
+    result = Simulator(with_figures(**FLASH)).run([weights, activations, conv_1x1(wait=1), End()])
+    assert result.timeline.end[:2] == (320, 128)
+    # the conv (reading the flash load's bytes as its weights) starts at 320, not 128
+    assert result.timeline.start[2] == 320
+    assert result.stats.total_cycles == 320 + 304
+
+
+def test_outstanding_transfers_overlap_their_latency():
+    """The DMA-bound case: four 64-byte loads, each 64 latency + 4 cycles of data at 16 B/cycle.
+    One at a time: 4 x 68 = 272. Four in flight: every latency overlaps and the port moves
+    the data back to back, 64 + 4 x 4 = 80 (overlap saves 70.6%). Two in flight: the third
+    waits for the first to end (68), its data from 68 + 64 = 132; 132 + 4 + 4 = 140."""
+    loads = [Dma(opcode=Opcode.LOAD, dram=64 * k, sram=64 * k, row_bytes=64) for k in range(4)]
+    assert cycles(with_figures(), *loads) == 272
+    assert cycles(with_figures(dram_outstanding=4), *loads) == 80
+    assert cycles(with_figures(dram_outstanding=2), *loads) == 140
+    # an issue cost of 5 holds the unit before each: issued at 0, 5, 10, 15, the last one's
+    # data from 15 + 5 + 64 = 84 to 88
+    assert cycles(with_figures(dram_outstanding=4, issue_cycles=5), *loads) == 88
+    # a conv waiting on the last load starts when all four have ended
+    program = [*loads[:3], dataclasses.replace(loads[3], signal=1), conv_1x1(wait=1)]
+    assert cycles(with_figures(dram_outstanding=4), *program) == 80 + 304
+
+
+def test_pooling_pays_for_whole_output_blocks():
+    # 8x8x16 -> 1x1 average: one 32-lane vector per output pixel per tap, 64 taps; at 8 taps
+    # a cycle: 64 x 32 / 8 = 256 cycles
+    pool = AvgPool(src=0, dst=4096, in_h=8, in_w=8, channels=16, kernel_h=8, kernel_w=8)
+    assert cycles(with_figures(vector_pool_per_cycle=8.0), pool) == 256
+    # over a 2x2 output block the one output pixel takes the block's four: 1024
+    blocked = {"vector_pool_per_cycle": 8.0, "vector_pool_block_h": 2, "vector_pool_block_w": 2}
+    assert cycles(with_figures(**blocked), pool) == 1024
+    # 4x4 outputs (kernel 2, stride 2) fill four whole blocks: 16 px x 4 taps x 32 / 8 = 256
+    pool2 = AvgPool(
+        src=0, dst=4096, in_h=8, in_w=8, channels=16, kernel_h=2, kernel_w=2, stride_h=2, stride_w=2
+    )
+    assert (
+        cycles(with_figures(**blocked), pool2)
+        == cycles(with_figures(vector_pool_per_cycle=8.0), pool2)
+        == 256
+    )

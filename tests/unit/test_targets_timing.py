@@ -33,6 +33,8 @@ def _target(tmp_path, hardware: str):
         ('feature_maps_in = "flash"', r"t.toml: hardware.feature_maps_in: 'flash' is not one of sram, dram"),
         ("mac_grouped_pixels_per_cycle = 17", r"t.toml: hardware.mac_grouped_pixels_per_cycle: 17 pixels"),
         ("flash_bytes_per_cycle = 0", r"t.toml: hardware.flash_bytes_per_cycle: 0 is out of range"),
+        ("dram_outstanding = 0", r"t.toml: hardware.dram_outstanding: 0 is out of range"),
+        ("flash_outstanding = 2", r"t.toml: hardware.flash_outstanding: transfers in flight on a flash port"),
     ],
 )
 def test_contradictory_figures_name_the_key(tmp_path, hardware, message):

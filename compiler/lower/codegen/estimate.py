@@ -8,7 +8,9 @@ the load that fills its operand, the compute that fills its accumulators). That 
 schedule the emitted tokens enforce, at the grain of tiles; the simulator runs the
 instructions themselves, with the exact token waits. tests/lower/test_zoo_programs.py keeps
 the two within 4% on every zoo subgraph, tests/lower/test_estimate_check.py on the anchors
-too, and shows that a cost changed on the simulator's side alone breaks that.
+too, and shows that a cost changed on the simulator's side alone breaks that. DMA events
+run their transfers through the ISA's port rule (targets/isa/cost.py `DmaPorts`), as the
+simulator does: transfers on two ports, or several in flight on one, overlap.
 
     pipeline(events, deps, clock) -> (finish times, clock after)
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vpuc.targets.isa.cost import DmaPorts
 from vpuc.targets.isa.formats import Unit
+from vpuc.targets.model import Hardware
 
 QUEUES = (Unit.DMA, Unit.MAC, Unit.VEC)
 
@@ -28,10 +32,18 @@ class Clock:
 
     free: dict[Unit, int] = field(default_factory=lambda: dict.fromkeys(QUEUES, 0))
     ready: dict[str, int] = field(default_factory=dict)
+    ports: DmaPorts | None = None  # the DMA unit's ports, once a layer has run transfers
+    dma_retired: int = 0  # when every transfer so far has ended (the DMA unit retires in order)
 
     @property
     def now(self) -> int:
-        return max(self.free.values())
+        return max(*self.free.values(), self.ports.drained if self.ports else 0)
+
+    def dma_ports(self, hw: Hardware) -> DmaPorts:
+        if self.ports is None:
+            self.ports = DmaPorts(hw)
+            self.ports.taken = self.free[Unit.DMA]
+        return self.ports
 
 
 def order(keys: list[float]) -> list[int]:
@@ -46,8 +58,12 @@ def pipeline(
     deps: list[list[int]],
     clock: Clock,
     waits: list[int] | None = None,
+    transfers: list[list[tuple[str, int]]] | None = None,
+    hw: Hardware | None = None,
 ) -> list[int]:
-    """End cycle of every event; `waits[i]` is an external ready time (an input tensor's)."""
+    """End cycle of every event; `waits[i]` is an external ready time (an input tensor's).
+    With `transfers` (a DMA event's (port, cycles) per instruction) and `hw`, DMA events
+    run their transfers on the DMA unit's ports; else each event holds its unit `cycles`."""
     end = [0] * len(units)
     for i in order(keys):
         start = clock.free[units[i]]
@@ -55,6 +71,14 @@ def pipeline(
             start = max(start, waits[i])
         for d in deps[i]:
             start = max(start, end[d])
+        if transfers is not None and hw is not None and units[i] == Unit.DMA and transfers[i]:
+            ports = clock.dma_ports(hw)
+            end[i] = start
+            for port, spec_cycles in transfers[i]:
+                end[i] = max(end[i], ports.run(port, ports.earliest(port, start), spec_cycles))
+            end[i] = clock.dma_retired = max(end[i], clock.dma_retired)  # retired in order
+            clock.free[Unit.DMA] = ports.taken
+            continue
         end[i] = start + cycles[i]
         clock.free[units[i]] = end[i]
     return end

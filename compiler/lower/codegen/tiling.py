@@ -22,7 +22,7 @@ from vpuc.compiler.lower.codegen.estimate import Clock, pipeline
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, Event, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
 from vpuc.targets import Target
-from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.cost import dma_port, instruction_cycles
 from vpuc.targets.isa.formats import Opcode, Unit
 
 UNIT_OF_OPCODE = {
@@ -39,6 +39,17 @@ def spec_cycles(spec: Spec, target: Target) -> int:
     fields.setdefault("opcode", spec.opcode)
     defaults = {f: d for f, d in _defaults(spec.cls).items() if f not in fields}
     return instruction_cycles(SimpleNamespace(**defaults, **fields), target.hardware)
+
+
+def spec_transfers(event, target: Target) -> list[tuple[str, int]]:
+    """A DMA event's transfers as (port, cycles) (targets/isa/cost.py dma_port); [] else."""
+    if event.unit != Unit.DMA:
+        return []
+    out = []
+    for spec in event.specs:
+        port = dma_port(SimpleNamespace(region=spec.fields.get("region", 0)), target.hardware)
+        out.append((port, spec_cycles(spec, target)))
+    return out
 
 
 _DEFAULTS: dict[type, dict] = {}
@@ -136,6 +147,7 @@ class Events:
             return 0
         start = clock.now
         waits = [max((clock.ready.get(t, 0) for t in e.tensors), default=0) for e in self.events]
+        hw = self.ctx.target.hardware
         end = pipeline(
             [e.unit for e in self.events],
             [e.cycles for e in self.events],
@@ -143,6 +155,8 @@ class Events:
             self.dependencies(),
             clock,
             waits,
+            [spec_transfers(e, self.ctx.target) for e in self.events],
+            hw,
         )
         if output is not None:
             clock.ready[output] = max(end)
