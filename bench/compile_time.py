@@ -16,8 +16,10 @@ imports), and vpuc's steps after its imports against Vela's compile proper (vela
 in one process after its imports). Without that venv they are against the figures recorded
 in issue 23 (CLI wall 0.77-0.93 s, compile proper 0.2-0.4 s; the upper ends are used).
 
-    python bench/compile_time.py [--repeats N] [--models tinyconv,resnet8,...] [--profile]
+    python bench/compile_time.py [--repeats N] [--models tinyconv,resnet8,...] [--profile] [--in-process N]
 
+`--in-process N` also times N repeated compiles of each QDQ model in one process, after one
+warm-up compile each (what a script calling compile_model, or the sweep, pays per compile).
 `--profile` runs cProfile on the slowest model (in-process, after the imports) and records
 the top functions by cumulative time. Writes bench/out/compile_time.json.
 """
@@ -44,6 +46,7 @@ VPUC = Path(sys.executable).parent / "vpuc"
 RECORDED_VELA_S = 0.4  # issue 23: Vela's compile proper, 0.2-0.4 s (upper end)
 RECORDED_VELA_WALL_S = 0.93  # issue 23: its CLI wall, 0.77-0.93 s (upper end)
 GOAL_CLI_S, GOAL_AFTER_TVM_S, GOAL_FLOAT_S = 1.5, 0.5, 3.0  # issue 23's goals (idle machine)
+GOAL_REPEATED_S = 0.5  # issue 23: a repeated compile in one process, QDQ models
 TARGET = "vpu"
 
 
@@ -84,6 +87,47 @@ def worker(model: str, out_dir: str) -> dict:
     artifact.save(Path(out_dir) / "model.vpuc")
     steps["write_s"] = time.perf_counter() - start
     return {k: round(v, 4) for k, v in steps.items()}
+
+
+def repeated_worker(models: list[str], repeats: int) -> dict:
+    """Compiles in one process, as a script calling compile_model or the sweep makes them: one
+    warm-up compile of each model (TVM's and onnxruntime's first-use costs), then `repeats`
+    timed compiles (the default options, reference deferred); the median wall and the median
+    of each step (the driver's report keys, passes summed)."""
+    from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
+
+    figures = {}
+    for model in models:
+        build_artifact(model, prepare_model(model, TARGET, CompileOptions()))
+        walls, runs = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            artifact = build_artifact(model, prepare_model(model, TARGET, CompileOptions()))
+            walls.append(time.perf_counter() - start)
+            steps: dict[str, float] = {}
+            for key, value in artifact.report["timings_s"].items():
+                key = "passes_s" if key.startswith("pass_") else key
+                steps[key] = steps.get(key, 0.0) + value
+            runs.append(steps)
+        steps = {k: round(statistics.median(r.get(k, 0.0) for r in runs), 4) for k in runs[0]}
+        figures[model] = {"wall_s": round(statistics.median(walls), 4), "steps_s": steps}
+    return figures
+
+
+def _repeated(specs: dict[str, dict], repeats: int) -> dict:
+    """repeated_worker in a fresh process over the QDQ models, keyed by model name."""
+    names = [n for n, spec in specs.items() if spec["kind"] == "qdq"]
+    paths = [str(specs[n]["path"]) for n in names]
+    code = f"import json,sys; sys.path.insert(0,{str(Path(__file__).parent)!r}); import compile_time as c; "
+    code += f"print(json.dumps(c.repeated_worker({paths!r}, {repeats})))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    rows = {}
+    for name, path in zip(names, paths, strict=True):
+        row = figures[path]
+        row["ratio_vs_goal"] = round(row["wall_s"] / GOAL_REPEATED_S, 2)
+        rows[name] = row
+    return rows
 
 
 def _wall(argv: list[str]) -> float:
@@ -182,6 +226,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
     parser.add_argument("--profile", action="store_true", help="cProfile the slowest model")
+    parser.add_argument(
+        "--in-process", type=int, default=0, metavar="N",
+        help="also time N repeated compiles of each QDQ model in one process (after a warm-up)",
+    )  # fmt: skip
     args = parser.parse_args()
     load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -201,6 +249,11 @@ def main() -> None:
         figures = {"target": TARGET, "repeats": args.repeats, "loadavg_at_start": [round(x, 2) for x in load]}
         figures["cpu_count"] = os.cpu_count()
         figures["models"] = rows
+        if args.in_process:
+            figures["in_process"] = _repeated({n: models[n] for n in chosen}, args.in_process)
+            for name, row in figures["in_process"].items():
+                wall, ratio = row["wall_s"], row["ratio_vs_goal"]
+                print(f"{name:28s} in one process: {wall:6.2f} s per compile (x{ratio:.2f} of goal)")
         if args.profile and rows:
             slowest = max(rows, key=lambda n: rows[n]["cli_wall_s"])
             figures["profile"] = {"model": slowest, "top_cumulative": _profile(models[slowest]["path"])}

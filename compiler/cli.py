@@ -244,7 +244,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print every probe's figures as JSON")
     p.set_defaults(handler=commands.calibrate_host_command)
 
-    p = sub.add_parser("partition", help="report where each op runs (VPU or CPU) and why")
+    p = sub.add_parser(
+        "partition", help="report where each op runs (VPU or CPU) and why",
+        description="Where each op runs (VPU or CPU) and why: the placement `vpuc compile` builds. "
+        "A QDQ model is partitioned without running it (no accuracy measurement). A float model "
+        "is calibrated first, as compile does, because its placement depends on the calibration: "
+        "the accuracy floor (--min-sqnr, measured on the held-out samples) keeps layers in float, "
+        "and the code generator judges the quantised module with its calibrated scales.",
+    )  # fmt: skip
     p.add_argument("model", help="ONNX model file")
     p.add_argument("--target", default="vpu", help="a VPU target name or .toml path (default: vpu)")
     add_input_shape(p)

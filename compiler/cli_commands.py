@@ -172,9 +172,12 @@ def partition_command(args) -> int:
     target = load_target(args.target)
     # The same stages as `vpuc compile` (quantisation included): the report is the partition
     # of the module that compile builds, computed the same way (tests/e2e/test_corpus.py).
+    # A QDQ model's accuracy is not measured: its placement does not depend on it. A float
+    # model is calibrated and measured as compile does: its placement depends on both (the
+    # accuracy floor keeps layers in float, the code generator reads the calibrated scales).
     options = CompileOptions(
         input_shapes=input_shapes(args.input_shape), bound_inputs=bound_inputs(args.bind_input),
-        **partition_options(args), **calibration_options(args, target),
+        **partition_options(args), **calibration_options(args, target), measure_accuracy=False,
     )  # fmt: skip
     prepared = prepare_model(args.model, target, options)
     for warning in prepared.warnings:

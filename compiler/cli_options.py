@@ -91,6 +91,11 @@ def add_calibration_options(parser: argparse.ArgumentParser) -> None:
         "--calib-synthetic", type=int, metavar="N",
         help="N seeded synthetic samples (the default, 32: accuracy figures then mean little)",
     )  # fmt: skip
+    group.add_argument(
+        "--held-out", type=int, metavar="K",
+        help="samples that measure accuracy, never calibrated on: the last K of --calib's, or K "
+        "fresh synthetic ones (default: the last 20%% of a file's; max(8, N/4) synthetic)",
+    )  # fmt: skip
     group.add_argument("--calib-method", choices=CALIB_METHODS, help=f"(default {DEFAULT_CALIB_METHOD})")
     group.add_argument(
         "--percentile", type=float, help=f"for --calib-method percentile (default {DEFAULT_PERCENTILE})"
@@ -160,6 +165,7 @@ def calibration_options(args, target) -> dict:
     given = {
         "--calib": args.calib,
         "--calib-synthetic": args.calib_synthetic,
+        "--held-out": args.held_out,
         "--calib-method": args.calib_method,
         "--percentile": args.percentile,
         "--bias-correction": args.bias_correction,
@@ -193,6 +199,7 @@ def calibration_options(args, target) -> dict:
     return {
         "calib": args.calib,
         "calib_synthetic": args.calib_synthetic,
+        "held_out": args.held_out,
         "calib_method": args.calib_method or DEFAULT_CALIB_METHOD,
         "percentile": DEFAULT_PERCENTILE if args.percentile is None else args.percentile,
         "bias_correction": args.bias_correction is not False,

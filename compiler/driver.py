@@ -92,6 +92,10 @@ class CompileOptions:
     calib: str | None = None  # .npz of calibration samples per input name
     calib_synthetic: int | None = None  # or N seeded synthetic samples (the default: 32)
     calib_method: str = DEFAULT_METHOD  # minmax, percentile, entropy, mse or auto
+    held_out: int | None = None  # --held-out K: samples that measure accuracy (None: data.py's rule)
+    # False: a QDQ model's accuracy is not measured (`vpuc partition`: its placement does not
+    # depend on it); a float model is calibrated and measured either way (its placement does)
+    measure_accuracy: bool = True
     percentile: float = DEFAULT_PERCENTILE
     quantize: bool = True  # VPU targets: quantise (False: partition the float model as is)
     # int8 artifacts, the QDQ reference `vpuc run --check` uses: "deferred" (carried
@@ -190,6 +194,8 @@ def prepare_front(
             min_subgraph_ops=options.min_subgraph_ops,
             bias_correction=options.bias_correction,
             options=options.quant_options,
+            held_out=options.held_out,
+            measure=options.measure_accuracy,
         )
         prepared.mod, provenance = prepared.quantized.mod, prepared.quantized.provenance
         prepared.timings["quantize_s"] = time.perf_counter() - start

@@ -22,11 +22,12 @@ from vpuc.compiler.frontend.qdq_check import check_qdq_onnx
 from vpuc.compiler.frontend.shapes import TensorSpec
 from vpuc.compiler.quantize.calibration.data import (
     DEFAULT_SYNTHETIC_SAMPLES,
-    MIN_SYNTHETIC_HELD_OUT,
     SplitData,
+    check_fits_in_memory,
     load_calibration,
     split_file_samples,
     synthetic_calibration,
+    synthetic_held_out_count,
     synthetic_split,
 )
 from vpuc.compiler.quantize.calibration.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
@@ -51,24 +52,32 @@ def quantize_for_compile(
     min_subgraph_ops: int = 1,
     bias_correction: bool = True,
     options: QuantOptions | None = None,
+    held_out: int | None = None,
+    measure: bool = True,
 ) -> QuantizeResult:
-    """Quantise (or, for a QDQ model, clean up) `mod` for a VPU target; see the module docstring."""
+    """Quantise (or, for a QDQ model, clean up) `mod` for a VPU target; see the module docstring.
+    `held_out` (--held-out) is how many samples measure accuracy (default: data.py's rule).
+    `measure=False` skips a QDQ model's accuracy measurement (`vpuc partition`: its placement
+    does not depend on it); a float model is calibrated and measured whatever it says, since
+    the accuracy floor and the calibrated scales decide its placement."""
     if not target.has_vpu:
         raise ValueError(
             f"target '{target.name}' has no VPU: nothing to quantise (call only for VPU targets)"
         )
     options = options or QuantOptions()
-    check_options(calib_path, calib_synthetic, method, percentile, options)
+    check_options(calib_path, calib_synthetic, method, percentile, options, held_out)
     provenance = onnx_provenance(provenance, onnx_model)
     if is_qdq_module(mod):
         check_qdq_onnx(onnx_model)  # errors in ONNX node names (the driver should call it before import)
-        held_out, warnings = _qdq_samples(input_specs, calib_path, calib_synthetic, seed, onnx_model)
         output_names = [o.name for o in onnx_model.graph.output]
-        result = quantize_qdq(mod, provenance, held_out, output_names, target.host.llvm, onnx_model)
+        if not measure:
+            return quantize_qdq(mod, provenance, None, output_names, target.host.llvm, onnx_model)
+        samples, warnings = _qdq_samples(input_specs, calib_path, calib_synthetic, seed, onnx_model, held_out)
+        result = quantize_qdq(mod, provenance, samples, output_names, target.host.llvm, onnx_model)
         result.warnings.extend(warnings)
         result.warnings.extend(_qdq_floor_warning(result.accuracy, options))
         return result
-    split = _split(input_specs, calib_path, calib_synthetic, seed, onnx_model)
+    split = _split(input_specs, calib_path, calib_synthetic, seed, onnx_model, held_out)
     result = quantize(
         mod, target, onnx_model, provenance, split.calibration, method, percentile,
         split.held_out, profitability, min_subgraph_ops, bias_correction, options,
@@ -83,11 +92,14 @@ def check_options(
     method: str,
     percentile: float,
     options: QuantOptions | None = None,
+    held_out: int | None = None,
 ) -> None:
     if calib_path is not None and calib_synthetic is not None:
         raise CompileError("--calib and --calib-synthetic exclude each other: give one")
     if calib_synthetic is not None and calib_synthetic < 1:
         raise CompileError(f"--calib-synthetic {calib_synthetic}: need at least 1 sample")
+    if held_out is not None and held_out < 1:
+        raise CompileError(f"--held-out {held_out}: need at least 1 sample")
     if method not in METHODS:
         raise CompileError(f"--calib-method '{method}': known methods are {', '.join(METHODS)}")
     if not 0.0 < percentile <= 100.0:
@@ -116,18 +128,23 @@ def _qdq_floor_warning(accuracy: dict, options: QuantOptions) -> list[str]:
 
 
 def _split(
-    specs: list[TensorSpec], calib_path, calib_synthetic: int | None, seed: int, onnx_model
+    specs: list[TensorSpec], calib_path, calib_synthetic: int | None, seed: int, onnx_model, held: int | None
 ) -> SplitData:
     if calib_path is not None:
-        return split_file_samples(load_calibration(calib_path, specs))
-    return synthetic_split(specs, calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES, seed, onnx_model)
+        return split_file_samples(load_calibration(calib_path, specs), held)
+    return synthetic_split(specs, calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES, seed, onnx_model, held)
 
 
-def _qdq_samples(specs, calib_path, calib_synthetic: int | None, seed: int, onnx_model):
-    """A QDQ model needs no calibration: every given sample measures accuracy."""
+def _qdq_samples(specs, calib_path, calib_synthetic: int | None, seed: int, onnx_model, held: int | None):
+    """A QDQ model needs no calibration: every given sample measures accuracy (the last
+    `held` of a file's with --held-out)."""
     if calib_path is not None:
-        return load_calibration(calib_path, specs), []
-    count = max(MIN_SYNTHETIC_HELD_OUT, (calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES) // 4)
+        data = load_calibration(calib_path, specs)
+        if held is not None and held < data.count:
+            data = data.subset(range(data.count - held, data.count), f"{data.source} [{data.count - held}:]")
+        return data, []
+    count = synthetic_held_out_count(calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES, held)
+    check_fits_in_memory(specs, count, f"--held-out {count}" if held is not None else f"{count} samples")
     data = synthetic_calibration(specs, count, seed, stream=1, onnx_model=onnx_model)
     warning = (
         f"measuring the QDQ model's accuracy on synthetic data ({data.source}): "

@@ -73,3 +73,52 @@ def test_a_one_megapixel_conv_compiles_for_the_vpu_in_under_1_gb(tmp_path):
     _, peak, code = peak_line.split()
     assert code == "0", result.stderr
     assert int(peak) < 1 << 30, f"peak RSS {int(peak):,} bytes"
+
+
+def _cli(*args, preexec_fn=None):
+    return subprocess.run(
+        [sys.executable, "-m", "vpuc.compiler.cli", *map(str, args)],
+        capture_output=True, text=True, preexec_fn=preexec_fn, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_hundred_million_synthetic_samples_is_a_user_error(tmp_path):
+    """--calib-synthetic 100000000 on a 1x3x16x16 input: 307,200,000,000 bytes (3*16*16*4 per
+    sample), refused before drawing (it was a MemoryError asking 572 GiB, exit 3)."""
+    model = _conv(tmp_path / "c.onnx", 16, 16)
+    result = _cli("compile", model, "--target", "vpu", "--calib-synthetic", 100_000_000, "-o", tmp_path / "c.vpub")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "--calib-synthetic 100000000" in line and "'x'" in line
+    assert f"{100_000_000 * 3 * 16 * 16 * 4:,} bytes" in line, line
+    assert not (tmp_path / "c.vpub").exists()
+
+
+def test_the_held_out_count_is_an_option(tmp_path):
+    """--held-out K: K fresh synthetic samples (default max(8, N // 4)), or the last K of a file's."""
+    from vpuc.compiler.driver import CompileOptions, prepare_front
+
+    model = _conv(tmp_path / "c.onnx", 8, 8)
+    summary = prepare_front(str(model), "vpu", CompileOptions(calib_synthetic=12, held_out=3)).quantized.summary
+    assert summary["calibration"]["samples"] == 12 and summary["held_out"]["samples"] == 3
+    assert summary["held_out"]["source"] == "synthetic (N=3, seed=0, stream=1)"
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, x=np.random.default_rng(1).standard_normal((10, 1, 3, 8, 8)).astype(np.float32))
+    summary = prepare_front(str(model), "vpu", CompileOptions(calib=str(calib), held_out=4)).quantized.summary
+    assert (summary["calibration"]["samples"], summary["held_out"]["samples"]) == (6, 4)
+    assert summary["held_out"]["source"].endswith("[6:10]")
+
+
+def test_a_held_out_count_that_leaves_nothing_to_calibrate_on_is_a_user_error(tmp_path):
+    model = _conv(tmp_path / "c.onnx", 8, 8)
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, x=np.random.default_rng(1).standard_normal((10, 1, 3, 8, 8)).astype(np.float32))
+    for flags, words in (
+        (["--calib", calib, "--held-out", 10], ["--held-out 10", "10 sample(s)", "calibrate on"]),
+        (["--held-out", 0], ["--held-out 0", "at least 1"]),
+    ):
+        result = _cli("compile", model, "--target", "vpu", *flags, "-o", tmp_path / "c.vpub")
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert all(word in line for word in words), line
+    assert "--held-out K" in " ".join(_cli("compile", "--help").stdout.split())

@@ -12,7 +12,8 @@ The quantiser's first input (compiler/quantize, before calibration). Two sources
 Held-out samples (for the accuracy report, never used to calibrate): from a file, the last
 HELD_OUT_FRACTION of its samples (at least one; a one-sample file is used for both, with a
 warning); for synthetic data, max(MIN_SYNTHETIC_HELD_OUT, N // 4) fresh samples drawn from
-a second, independent stream of the same seed.
+a second, independent stream of the same seed. `--held-out K` sets the count instead (the
+last K of a file's samples, or K fresh synthetic ones).
 """
 
 from __future__ import annotations
@@ -279,26 +280,43 @@ class SplitData:
     warnings: tuple[str, ...] = ()
 
 
-def split_file_samples(data: CalibrationData) -> SplitData:
-    """The last HELD_OUT_FRACTION of a file's samples are held out (at least one)."""
+def split_file_samples(data: CalibrationData, held: int | None = None) -> SplitData:
+    """The last `held` of a file's samples are held out (default: the last HELD_OUT_FRACTION,
+    at least one); at least one sample is left to calibrate on."""
     n = data.count
+    if held is not None and held >= n:
+        raise CalibrationError(
+            f"--held-out {held}: {data.source} holds {n} sample(s); at least one must be left "
+            "to calibrate on"
+        )
     if n == 1:
         warning = f"{data.source}: one sample only, so accuracy is measured on the calibration sample itself"
         return SplitData(data, data, (warning,))
-    held = max(1, math.ceil(n * HELD_OUT_FRACTION)) if n >= 2 else 0
+    held = held if held is not None else max(1, math.ceil(n * HELD_OUT_FRACTION))
     calibration = data.subset(range(0, n - held), f"{data.source} [0:{n - held}]")
     held_out = data.subset(range(n - held, n), f"{data.source} [{n - held}:{n}]")
     return SplitData(calibration, held_out)
 
 
+def synthetic_held_out_count(n: int, held: int | None = None) -> int:
+    """How many held-out samples go with `n` synthetic ones: `held` (--held-out) when given,
+    else max(MIN_SYNTHETIC_HELD_OUT, n // 4)."""
+    return held if held is not None else max(MIN_SYNTHETIC_HELD_OUT, n // 4)
+
+
 def synthetic_split(
-    input_specs: list[TensorSpec], n: int, seed: int = 0, onnx_model: onnx.ModelProto | None = None
+    input_specs: list[TensorSpec],
+    n: int,
+    seed: int = 0,
+    onnx_model: onnx.ModelProto | None = None,
+    held: int | None = None,
 ) -> SplitData:
-    """`n` synthetic calibration samples and max(MIN_SYNTHETIC_HELD_OUT, n // 4) fresh
-    held-out samples from an independent stream, with the synthetic-data warning."""
+    """`n` synthetic calibration samples and synthetic_held_out_count(n, held) fresh held-out
+    samples from an independent stream, with the synthetic-data warning."""
+    held = synthetic_held_out_count(n, held)
+    check_fits_in_memory(input_specs, n, f"--calib-synthetic {n}")
+    check_fits_in_memory(input_specs, held, f"--held-out {held}")
     calibration = synthetic_calibration(input_specs, n, seed, stream=0, onnx_model=onnx_model)
-    held_out = synthetic_calibration(
-        input_specs, max(MIN_SYNTHETIC_HELD_OUT, n // 4), seed, stream=1, onnx_model=onnx_model
-    )
+    held_out = synthetic_calibration(input_specs, held, seed, stream=1, onnx_model=onnx_model)
     warning = SYNTHETIC_WARNING.format(what=f"{n} samples, {SYNTHETIC_DISTRIBUTION}, seed {seed}")
     return SplitData(calibration, held_out, (warning,))

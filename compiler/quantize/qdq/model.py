@@ -51,31 +51,34 @@ def clean_qdq(mod: tvm.IRModule, provenance: dict[str, list[str]]) -> tvm.IRModu
 def quantize_qdq(
     mod: tvm.IRModule,
     provenance: dict[str, list[str]],
-    held_out: CalibrationData,
+    held_out: CalibrationData | None,
     output_names: list[str],
     llvm_target: str = "llvm",
     onnx_model: onnx.ModelProto | None = None,
 ) -> QuantizeResult:
     """Clean a QDQ module and report its accuracy against its float reference: measured
     with onnxruntime on `onnx_model` when given (qdq_reference.py), else on the Relax
-    modules (both built with LLVM: seconds, not milliseconds)."""
+    modules (both built with LLVM: seconds, not milliseconds). `held_out` None: not
+    measured (the accuracy is empty; `vpuc partition` needs only the cleaned module)."""
     provenance = dict(provenance)
     cleaned = clean_qdq(mod, provenance)
     accuracy, probes = None, 0
-    if onnx_model is not None:
+    if held_out is None:
+        accuracy = {"outputs": [], "layers": [], "measured": False}
+    elif onnx_model is not None:
         try:
             accuracy = qdq_accuracy(onnx_model, held_out, output_names)
             probes = len(accuracy["layers"])
         except ReferenceUnavailable:
             accuracy = None
-    if accuracy is None:
+    if accuracy is None:  # held_out is given: onnxruntime could not build the reference
         accuracy, probes = _relax_accuracy(cleaned, provenance, held_out, output_names, llvm_target)
     summary = {
         "mode": "qdq model: parameters kept",
         "method": None,
         "percentile": None,
         "calibration": None,
-        "held_out": {"source": held_out.source, "samples": held_out.count},
+        "held_out": {"source": held_out.source, "samples": held_out.count} if held_out else None,
         "quantized_tensors": probes,
     }
     return QuantizeResult(cleaned, accuracy, None, dict(provenance), [], [], summary)
