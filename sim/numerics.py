@@ -86,3 +86,22 @@ def mul_float32(
     y += np.float32(zp)
     np.clip(y, lo, hi, out=y)
     return y.astype(np.int8)
+
+
+def softmax_rows(x: np.ndarray, table: np.ndarray, multiplier: int, shift: int, zp: int) -> np.ndarray:
+    """int8 softmax of each row of `x` (rows, depth), docs/softmax.md:
+
+    e = table[x - max(row) + 255]          int32, table[255] = 2^T
+    S = sum(e)                              int32 (the caller checks it fits)
+    n = bit_length(S); r = round(2^(n+29) / S)        in [2^29, 2^30]
+    t = round(e * r / 2^(n-1))              e / S in Q30
+    y = clamp(zp + round(t * multiplier / 2^shift))   rounding half up
+    """
+    x64 = x.astype(np.int64)
+    e = table.astype(np.int64)[x64 - x64.max(axis=1, keepdims=True) + 255]
+    total = e.sum(axis=1, keepdims=True)
+    n = np.frexp(total.astype(np.float64))[1].astype(np.int64)  # exact bit length below 2^53
+    reciprocal = ((np.int64(1) << (n + 29)) + total // 2) // total
+    t = (e * reciprocal + ((np.int64(1) << (n - 1)) >> 1)) >> (n - 1)
+    y = zp + ((t * np.int64(multiplier) + (np.int64(1) << (shift - 1))) >> shift)
+    return np.clip(y, -128, 127).astype(np.int8)

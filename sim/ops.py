@@ -1,12 +1,12 @@
 """The dispatch table: every opcode's plan (checks, cost, bytes touched) and run (arithmetic).
 
 The simulator looks instructions up here and nowhere else; each unit's semantics live in
-its own module: dma.py, mac.py, vector.py, pool.py.
+its own module: dma.py, mac.py, vector.py, pool.py, softmax.py.
 """
 
 from __future__ import annotations
 
-from vpuc.sim import dma, mac, pool, vector
+from vpuc.sim import dma, mac, pool, softmax, vector
 from vpuc.sim.machine import OpHandler, Plan, State
 from vpuc.targets.isa.formats import End, Opcode, Unit
 
@@ -30,6 +30,7 @@ OPS: dict[Opcode, OpHandler] = {
     Opcode.MUL: OpHandler(vector.plan_mul, vector.run_mul),
     Opcode.CLIP: OpHandler(vector.plan_clip, vector.run_clip),
     Opcode.LUT: OpHandler(vector.plan_lut, vector.run_lut),
+    Opcode.SOFTMAX: OpHandler(softmax.plan_softmax, softmax.run_softmax),
     Opcode.MAXPOOL: OpHandler(pool.plan_pool, pool.run_maxpool),
     Opcode.AVGPOOL: OpHandler(pool.plan_pool, pool.run_avgpool),
     Opcode.END: OpHandler(plan_end, run_end),

@@ -193,3 +193,28 @@ def dma_copy(source, source_addr, dest, dest_addr, shape, source_strides, dest_s
             s = source_addr + p * source_strides[1] + r * source_strides[0]
             d = dest_addr + p * dest_strides[1] + r * dest_strides[0]
             dest[d : d + row_bytes] = source[s : s + row_bytes]
+
+
+def softmax(x, table, multiplier: int, shift: int, zp: int) -> np.ndarray:
+    """int8 softmax of each row of x (rows, depth) with a 256-entry int32 exp table, in
+    Python integers, one row at a time (docs/softmax.md):
+
+        e_j = table[x_j - max + 255];  S = sum e_j;  n = bit length of S
+        r = round(2^(n+29) / S);  t_j = round(e_j * r / 2^(n-1));
+        y_j = clamp(zp + round(t_j * multiplier / 2^shift), -128, 127)
+
+    every round() here is half up (add half the divisor, floor-divide).
+    """
+    rows = np.asarray(x, dtype=np.int64)
+    out = np.zeros(rows.shape, dtype=np.int8)
+    for index, row in enumerate(rows):
+        top = max(int(v) for v in row)
+        exps = [int(table[int(v) - top + 255]) for v in row]
+        total = sum(exps)
+        n = total.bit_length()
+        reciprocal = (2 ** (n + 29) + total // 2) // total
+        for j, e in enumerate(exps):
+            t = (e * reciprocal + 2 ** (n - 1) // 2) // 2 ** (n - 1)
+            y = zp + (t * multiplier + 2 ** (shift - 1)) // 2**shift
+            out[index, j] = min(max(y, -128), 127)
+    return out

@@ -181,6 +181,14 @@ def channel_axis_only(op, required, _hw):
     return None if axis == 1 or (rank == 2 and axis == 1) else f"got axis {axis} of rank {rank}"
 
 
+def innermost_axis(op, required, _hw):
+    """Softmax must be over the innermost axis of the tensor as the VPU stores it (the last
+    axis; channels of an NHWC tensor)"""
+    if not required:
+        return None
+    return None if op.attrs.get("innermost", True) else f"got axis {op.attrs.get('axis')}"
+
+
 def activations_not_both(op, required, _hw):
     """At least one input must be an activation (a matrix product of two constants folds away)"""
     if not required:
@@ -212,6 +220,7 @@ KEYED: dict[str, Constraint] = {
         Constraint("spatial_axes_only", "bool", spatial_axes_only),
         Constraint("channel_axis_only", "bool", channel_axis_only),
         Constraint("two_activations", "bool", activations_not_both),
+        Constraint("innermost_axis", "bool", innermost_axis),
         Constraint("fits_sram", "bool", fits_sram),
     )
 }

@@ -42,6 +42,12 @@ OP_KINDS: dict[str, OpKind] = {
         OpKind("leaky_relu", ("LeakyRelu",), "lut", "leaky relu through the lookup table"),
         OpKind("gelu", ("Gelu",), "lut", "GELU through the lookup table"),
         OpKind("silu", ("Sigmoid", "Mul"), "lut", "x * sigmoid(x) (a Sigmoid feeding a Mul) as one lookup"),
+        OpKind(
+            "softmax",
+            ("Softmax",),
+            "lut",
+            "softmax over the innermost axis: row max, exp table, int32 sum, reciprocal, requantise",
+        ),
     )
 }
 

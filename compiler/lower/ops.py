@@ -197,6 +197,20 @@ class Lut(Op):
 
 
 @dataclass(frozen=True, eq=False)
+class Softmax(Op):
+    """Softmax over the innermost axis (docs/softmax.md): each row's max, exp by a 256-entry
+    int32 table, int32 sum, reciprocal, requantisation by `multiplier` / 2^`shift`."""
+
+    table: np.ndarray = field(repr=False, default=None)  # int32 (256,): 2^T exp(s_x (d - 255))
+    multiplier: int = 1 << 30
+    shift: int = 52
+    error_bound_lsb: float = 0.0  # the bound of docs/softmax.md before the final rounding
+
+    kind = "softmax"
+    unit = "vector"
+
+
+@dataclass(frozen=True, eq=False)
 class Rescale(Op):
     """Relu, clip, or a reshape whose output has other quantisation parameters:
     y = clamp(rne(M (x - zx)) + zy, lo, hi) (an add whose second term is zero)."""

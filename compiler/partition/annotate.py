@@ -27,6 +27,7 @@ from vpuc.compiler.partition.opview import op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
 from vpuc.targets import Target
 from vpuc.targets.constraints import KEYED, check_op
+from vpuc.targets.ops import OP_KINDS
 
 VARS_ATTR = "vars"
 
@@ -130,7 +131,12 @@ def _planner_refusal(view, name: str, target: Target) -> list[tuple[str, str]]:
 
 
 def not_listed_reason(kind: str, target: Target) -> str:
-    return f"'{kind}' is not on the op list of target '{target.name}'"
+    reason = f"'{kind}' is not on the op list of target '{target.name}'"
+    hardware = target.hardware
+    if kind in OP_KINDS and OP_KINDS[kind].unit == "lut" and hardware is not None and not hardware.has_lut:
+        entries = hardware.lut_entries
+        reason += f": it needs a 256-entry lookup table, and this target has none (lut_entries = {entries})"
+    return reason
 
 
 def _bound_name(ctx: PatternCheckContext, expr) -> str | None:

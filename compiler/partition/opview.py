@@ -40,6 +40,7 @@ RELAX_KINDS: dict[str, str] = {
     "relax.nn.gelu": "gelu",
     "relax.nn.gelu_tanh": "gelu",
     "relax.nn.silu": "silu",
+    "relax.nn.softmax": "softmax",
 }
 QDQ_OPS = ("relax.quantize", "relax.dequantize")
 
@@ -216,6 +217,13 @@ def _concat_attrs(call: relax.Call, layout: str) -> dict[str, Any]:
     return {"axis": _logical_axis(int(axis) if axis is not None else 0, rank, layout)}
 
 
+def _softmax_attrs(call: relax.Call, layout: str) -> dict[str, Any]:
+    """`innermost`: whether the softmax axis is the innermost axis of the stored tensor."""
+    rank = len(_tensor(call)[0]) if _tensor(call) else 1
+    axis = int(call.attrs.axis) % max(rank, 1)
+    return {"axis": _logical_axis(axis, rank, layout), "innermost": axis == rank - 1}
+
+
 def _no_attrs(_call: relax.Call, _layout: str) -> dict[str, Any]:
     return {}
 
@@ -229,6 +237,7 @@ _ATTRS = {
     "global_avg_pool": _mean_attrs,
     "clip": _clip_attrs,
     "concat": _concat_attrs,
+    "softmax": _softmax_attrs,
 }
 
 

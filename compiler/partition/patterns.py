@@ -79,6 +79,7 @@ PLAIN_CORES: dict[str, Callable[[], DFPattern]] = {
     "leaky_relu": lambda: is_op("relax.nn.leakyrelu")(_data()),
     "gelu": lambda: is_op("relax.nn.gelu")(_data()) | is_op("relax.nn.gelu_tanh")(_data()),
     "silu": lambda: is_op("relax.nn.silu")(_data()),
+    "softmax": lambda: is_op("relax.nn.softmax")(_data()),
 }
 
 

@@ -26,7 +26,11 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
             cycle, vector_<kind>_per_cycle): ceil(vectors * vector_lanes / r); requant
             vectors = ceil(channels / lanes) * pixels; add, mul, clip, lut
             ceil(elements / lanes); pools ceil(channels / lanes) * out pixels * window taps,
-            out pixels counted in whole vector_pool_block_h x vector_pool_block_w blocks
+            out pixels counted in whole vector_pool_block_h x vector_pool_block_w blocks;
+            softmax three passes over rows * ceil(depth / lanes) vectors (max at the clip
+            rate, table + sum at the lut rate, multiply + requantise at the mul rate) plus
+            SOFTMAX_RECIPROCAL_CYCLES per row; SRAM bytes 3 reads + 1 write per element and
+            the 1 KiB table
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from vpuc.targets.isa.formats import (
     Mul,
     Opcode,
     Requant,
+    Softmax,
 )
 from vpuc.targets.model import Hardware
 
@@ -321,6 +326,22 @@ def _mul(i: Mul, hw: Hardware) -> int:
     return vector_cycles(hw, ceil_div(elements, hw.vector_lanes), hw.vector_mul_per_cycle, 2 * elements + b)
 
 
+# One reciprocal per row: a radix-2 divider produces the 30-bit normalised quotient of
+# 2^(n+29) / sum one bit a cycle, plus the normalisation (docs/softmax.md).
+SOFTMAX_RECIPROCAL_CYCLES = 32
+SOFTMAX_TABLE_BYTES = 4 * 256
+
+
+def _softmax(i: Softmax, hw: Hardware) -> int:
+    vectors = i.rows * ceil_div(i.depth, hw.vector_lanes)
+    passes = sum(
+        math.ceil(vectors * hw.vector_lanes / rate - 1e-9)
+        for rate in (hw.vector_clip_per_cycle, hw.vector_lut_per_cycle, hw.vector_mul_per_cycle)
+    )
+    compute = passes + i.rows * SOFTMAX_RECIPROCAL_CYCLES
+    return max(compute, _sram_cycles(hw, 4 * i.rows * i.depth + SOFTMAX_TABLE_BYTES))
+
+
 def _pool(i: MaxPool | AvgPool, hw: Hardware) -> int:
     out_h, out_w = pool_output_shape(i)
     taps = out_h * out_w * i.kernel_h * i.kernel_w
@@ -341,6 +362,7 @@ CYCLES: dict[Opcode, Callable[[Instruction, Hardware], int]] = {
     Opcode.MUL: _mul,
     Opcode.CLIP: _clip,
     Opcode.LUT: _lut,
+    Opcode.SOFTMAX: _softmax,
     Opcode.MAXPOOL: _pool,
     Opcode.AVGPOOL: _pool,
     Opcode.END: lambda i, hw: 0,

@@ -38,6 +38,7 @@ class Opcode(IntEnum):
     MAXPOOL = 0x24
     AVGPOOL = 0x25
     MUL = 0x26
+    SOFTMAX = 0x27
     END = 0xFF
 
     @property
@@ -271,6 +272,23 @@ class Lut(Instruction):
     dst: int = u(96, 32, "SRAM address of the int8 output")
     table: int = u(128, 32, "SRAM address of the 256 int8 entries, for x = -128..127")
     count: int = u(160, 32, "elements")
+
+
+@instruction_format(Opcode.SOFTMAX)
+@dataclass(frozen=True, kw_only=True)
+class Softmax(Instruction):
+    """Softmax of each row of int8 logits: row max, exp by an int32 table, int32 sum,
+    reciprocal, requantisation (docs/softmax.md; targets with a LUT)."""
+
+    opcode: Opcode = opcode_field(Opcode.SOFTMAX)
+    src: int = u(64, 32, "SRAM address of the int8 input, rows x depth")
+    dst: int = u(96, 32, "SRAM address of the int8 output, rows x depth")
+    table: int = u(128, 32, "SRAM address of the 256 int32 entries: exp for x - max = -255..0")
+    rows: int = u(160, 32, "rows (each one softmax)")
+    depth: int = u(192, 16, "elements per row (the softmax axis, innermost)")
+    dst_zp: int = s(208, 8, "output zero point", 0)
+    shift: int = u(216, 8, "right shift of the output product, 1..63", 52)
+    multiplier: int = u(224, 32, "output multiplier M0: y = zp + round(p_q30 * M0 / 2^shift)", 1 << 30)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,8 @@ drawn among those valid for the tensor at hand: Conv (kernel, stride, pads, dila
 groups, auto_pad), MaxPool/AveragePool (ceil_mode, count_include_pad, dilation), global
 pooling, BatchNormalization, elementwise binaries with broadcasting (a constant, a second
 graph input or an earlier tensor), activations, Softmax, Gemm/MatMul, the views (Flatten,
-Reshape, Squeeze, Unsqueeze), Transpose, Concat, Slice, Pad, Reduce*. Output shapes come from ONNX's own shape inference
+Reshape, Squeeze, Unsqueeze), Transpose, Concat, Slice, Pad, Reduce*; and, one graph in four,
+a classifier's head at the end (Flatten, Gemm, Softmax over the classes). Output shapes come from ONNX's own shape inference
 (onnx.shape_inference.infer_node_outputs), so the generator never second-guesses the spec.
 Weights come from a seeded numpy generator: hypothesis shrinks the structure and the seed.
 """
@@ -209,6 +210,23 @@ def softmax(draw, g: Graph, x: str):
     rank = len(g.shapes[x])
     op = draw(st.sampled_from(["Softmax", "LogSoftmax"]))
     return g.node(op, [x], axis=draw(st.integers(-rank, rank - 1)))
+
+
+def softmax_head(draw, g: Graph, x: str) -> str:
+    """A classifier's head, as tf2onnx exports and onnxruntime quantises it: [Flatten] ->
+    Gemm to 2-12 classes -> Softmax over them (the last axis); x itself when it does not fit."""
+    if len(g.shapes[x]) != 2:
+        flat = g.node("Flatten", [x], axis=1)
+        if flat is None:
+            return x
+        x = flat
+    k = g.shapes[x][1]
+    classes = draw(st.integers(2, 12))
+    inputs = [x, g.const(weights(g, (k, classes), k)), g.const(weights(g, (classes,), 1), "bias")]
+    logits = g.node("Gemm", inputs)
+    if logits is None:
+        return x
+    return g.node("Softmax", [logits], axis=-1) or logits
 
 
 def broadcast_shape(draw, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -422,6 +440,8 @@ def float_graphs(draw, max_ops: int = 6, quantizable: bool = False) -> tuple[onn
         y = draw(st.sampled_from(choices))(draw, g, x)
         if y is not None:
             x = y
+    if draw(st.integers(0, 3)) == 0:
+        x = softmax_head(draw, g, x)
     outputs = [x]
     if len(g.order) > 2 and draw(st.integers(0, 3)) == 0:  # a second output from inside
         extra = draw(st.sampled_from(g.order[1:-1]))

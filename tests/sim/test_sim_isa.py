@@ -27,6 +27,7 @@ from vpuc.targets.isa.formats import (
     Mul,
     Opcode,
     Requant,
+    Softmax,
     Unit,
 )
 
@@ -109,6 +110,9 @@ EXAMPLES = [
         count_include_pad=1,
         clamp_min=-100,
         clamp_max=100,
+    ),
+    Softmax(
+        src=0, dst=1024, table=4096, rows=49, depth=1000, dst_zp=-128, shift=52, multiplier=(1 << 31) - 1
     ),
     End(),
 ]

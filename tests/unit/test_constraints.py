@@ -125,6 +125,6 @@ def test_vpu_op_lists_match_the_product_brief():
     assert set(VPU.ops) == {"conv2d", "dense", "relu", "clip", "max_pool2d", "add", "reshape", "concat"}
     plus = load_target("vpu-plus")
     assert set(plus.ops) - set(VPU.ops) == {
-        "sigmoid", "tanh", "leaky_relu", "gelu", "silu",
+        "sigmoid", "tanh", "leaky_relu", "gelu", "silu", "softmax",
         "avg_pool2d", "global_avg_pool", "mul", "matmul",
     }  # fmt: skip

@@ -218,6 +218,8 @@ def _op(view: OpView, inputs: list[str], out_shape) -> vops.Op:
         return vops.Mul(**common, broadcast=broadcast)
     if kind in LUT_KINDS:
         return vops.Lut(**common, table=np.zeros(256, dtype=np.int8), function=kind)
+    if kind == "softmax":
+        return vops.Softmax(**common, table=np.zeros(256, dtype=np.int32))
     if kind == "concat":
         return vops.Concat(**common)
     raise _NotPlannable(kind)

@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import replace
 
 from vpuc.compiler.lower.errors import LowerError
-from vpuc.targets.isa.cost import conv_output_shape, pool_output_shape
+from vpuc.targets.isa.cost import SOFTMAX_TABLE_BYTES, conv_output_shape, pool_output_shape
 from vpuc.targets.isa.formats import (
     TOKEN_COUNT,
     Add,
@@ -36,6 +36,7 @@ from vpuc.targets.isa.formats import (
     Mul,
     Opcode,
     Requant,
+    Softmax,
     Unit,
 )
 from vpuc.targets.isa.params import LUT_ENTRIES, requant_param_bytes
@@ -93,6 +94,10 @@ def footprint(i: Instruction, requant_mode: str) -> tuple[list, list, list, list
             [],
             [],
         )
+    if isinstance(i, Softmax):
+        count = i.rows * i.depth
+        table = (i.table, i.table + SOFTMAX_TABLE_BYTES)
+        return [(i.src, i.src + count), table], [(i.dst, i.dst + count)], [], []
     if isinstance(i, MaxPool | AvgPool):
         out_h, out_w = pool_output_shape(i)
         src = (i.src, i.src + i.in_h * i.in_w * i.channels)

@@ -1,10 +1,11 @@
 """Tiling of the vector unit's layers: max/average/global pooling, add, mul, lookup-table
-activations and rescales (relu, clip, a requantising reshape).
+activations, softmax and rescales (relu, clip, a requantising reshape).
 
 A tile is (image, a band of output rows) with every channel. Operands come from their
 resident SRAM (contiguous) or are loaded band by band from DRAM into a ring; outputs go to
 their resident SRAM or through a staging ring to DRAM. A pooling band reads its halo. Small
-operands (a lookup table, a channel vector broadcast by a mul) are loaded once.
+operands (a lookup table, a channel vector broadcast by a mul) are loaded once. A softmax
+row is a pixel's channels, so every band holds whole rows.
 
 Rescale is `add` with a zero second term: y = clamp(rne(M (x - zx)) + zy); a relu that
 keeps its input's quantisation is a `clip`.
@@ -29,7 +30,8 @@ from vpuc.compiler.lower.codegen.tiling import (
     working_set,
 )
 from vpuc.compiler.lower.errors import LowerError
-from vpuc.targets.isa.formats import Add, AvgPool, Clip, Lut, MaxPool, Mul, Opcode
+from vpuc.targets.isa.cost import SOFTMAX_TABLE_BYTES
+from vpuc.targets.isa.formats import Add, AvgPool, Clip, Lut, MaxPool, Mul, Opcode, Softmax
 from vpuc.targets.isa.params import LUT_ENTRIES
 
 MAX_WINDOW = 255  # kernel fields are 8-bit
@@ -62,6 +64,8 @@ def _buffers(op: vops.Op, ctx: Context, band: int, tiles: int) -> dict:
         found["b"] = buffer(ctx, "b", c, 1)
     if isinstance(op, vops.Lut):
         found["table"] = buffer(ctx, "table", LUT_ENTRIES, 1, prefetch=True)
+    if isinstance(op, vops.Softmax):
+        found["table"] = buffer(ctx, "table", SOFTMAX_TABLE_BYTES, 1, prefetch=True)
     if ctx.in_dram(op.output) or not ctx.view(op.output).contiguous:
         found["out"] = buffer(ctx, "out", band * ow * c, 2 if tiles > 1 else 1)
     return found
@@ -153,11 +157,12 @@ class _Fixed:
 
 def _load_fixed(op: vops.Op, ctx: Context, bufs: dict, ev: Events, plan: OpPlan) -> _Fixed:
     fixed = _Fixed()
-    if isinstance(op, vops.Lut):
+    if isinstance(op, vops.Lut | vops.Softmax):
         name = f"blob{ctx.index}.table"
-        plan.blob.append((name, np.asarray(op.table, dtype=np.int8).tobytes()))
+        table = np.asarray(op.table, dtype=np.int8 if isinstance(op, vops.Lut) else "<i4").tobytes()
+        plan.blob.append((name, table))
         fixed.table = Addr(bufs["table"].name)
-        load = transfer.contiguous(Opcode.LOAD, Addr(name), fixed.table, LUT_ENTRIES)
+        load = transfer.contiguous(Opcode.LOAD, Addr(name), fixed.table, len(table))
         ev.add("weights", [load], -1.5, writes=[(bufs["table"].name, 0)])
         fixed.reads.append((bufs["table"].name, 0))
     if isinstance(op, vops.Mul) and op.broadcast:
@@ -224,6 +229,9 @@ def _compute(
         ]
     if isinstance(op, vops.Lut):
         return [Spec(Lut, dict(src=a, dst=dst, table=fixed.table, count=count))]
+    if isinstance(op, vops.Softmax):
+        fields = dict(src=a, dst=dst, table=fixed.table, rows=pixels, depth=channels, dst_zp=y_q.zero_point)
+        return [Spec(Softmax, dict(fields, shift=op.shift, multiplier=op.multiplier))]
     if isinstance(op, vops.Rescale):
         if np.float32(op.multiplier) == np.float32(1.0) and x_q.zero_point == y_q.zero_point:
             return [

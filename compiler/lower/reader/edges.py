@@ -28,7 +28,7 @@ from vpuc.compiler import compat
 from vpuc.compiler.lower import ops as vops
 
 TO_CHANNELS_LAST = [0, 2, 3, 1]
-READ_BY_BANDS = (vops.Conv, vops.Dense, vops.Pool, vops.Add, vops.Lut, vops.Rescale)
+READ_BY_BANDS = (vops.Conv, vops.Dense, vops.Pool, vops.Add, vops.Lut, vops.Softmax, vops.Rescale)
 
 
 def _bindings(func: relax.Function) -> dict[relax.Var, relax.Expr]:

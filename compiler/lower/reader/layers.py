@@ -19,6 +19,7 @@ from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.ops import QParams, Requantize
 from vpuc.compiler.lower.reader.composite import Dequantized, ParsedComposite, compat_op_name
 from vpuc.compiler.lower.reader.lut import unary_table
+from vpuc.compiler.lower.reader.softmax import lower_softmax
 from vpuc.targets.isa.params import requant_multiplier
 
 ACTIVATIONS = ("relax.nn.relu", "relax.clip")
@@ -406,4 +407,5 @@ LOWERINGS: dict[str, Callable] = {
     "clip": _activation,
     "reshape": _reshape,
     "concat": _concat,
+    "softmax": lower_softmax,
 }

@@ -1,0 +1,52 @@
+"""The vector unit's softmax: one instruction over rows of int8 logits (docs/softmax.md).
+
+One of the operation modules gathered by ops.py. The arithmetic is numerics.softmax_rows;
+reference.softmax defines it row by row. The table holds 256 int32 entries, the exps for
+x - max = -255..0 scaled by 2^T; the run stops when a row's sum of exps does not fit int32
+(the compiler picks T so that it does) or the table's last entry (exp 0) is not positive.
+Cost (targets/isa/cost.py): three passes over the row's vectors and one reciprocal per row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.sim.errors import OpError
+from vpuc.sim.machine import Plan, State, require, require_positive
+from vpuc.sim.numerics import INT32_MAX, softmax_rows
+from vpuc.targets.isa.cost import SOFTMAX_TABLE_BYTES, instruction_cycles
+from vpuc.targets.isa.formats import Softmax, Unit
+from vpuc.targets.isa.params import LUT_ENTRIES
+
+
+def plan_softmax(instruction: Softmax, state: State) -> Plan:
+    i = instruction
+    entries = state.hardware.lut_entries
+    require(
+        entries >= LUT_ENTRIES,
+        "this target has no {}-entry lookup table (lut_entries = {})",
+        LUT_ENTRIES,
+        entries,
+    )
+    require_positive(i, "rows", "depth", "shift")
+    require(i.shift <= 63, "field 'shift' must be at most 63, got {}", i.shift)
+    count = i.rows * i.depth
+    reads = (
+        state.sram.region(i.src, count, "read of 'src'"),
+        state.sram.region(i.table, SOFTMAX_TABLE_BYTES, "read of 'table'", align=4),
+    )
+    writes = (state.sram.region(i.dst, count, "write of 'dst'"),)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
+
+
+def run_softmax(instruction: Softmax, state: State) -> None:
+    i = instruction
+    x = state.sram.view(i.src, (i.rows, i.depth), np.int8)
+    table = state.sram.view(i.table, (LUT_ENTRIES,), np.int32)
+    if table[-1] <= 0 or np.any(table < 0):
+        raise OpError("softmax table: entries must be >= 0 and the last (exp 0) > 0")
+    worst = int(table.max()) * i.depth  # the largest sum a row can reach
+    if worst > INT32_MAX:
+        raise OpError(f"softmax: a row's sum of exps can reach {worst}, beyond int32 (max entry * depth)")
+    y = softmax_rows(x, table, i.multiplier, i.shift, i.dst_zp)
+    state.sram.view(i.dst, (i.rows, i.depth), np.int8)[...] = y
