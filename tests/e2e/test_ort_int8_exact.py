@@ -2,7 +2,7 @@
 form simulated on them is held, layer by layer, against onnxruntime with its graph
 optimisations on (the QDQ groups fused into QLinearAdd, QGemm, QLinearAveragePool, ...),
 each layer's int8 output exposed as a graph output (issue 22, docs/metrics.md
-"Bit-exact with onnxruntime's int8 kernels").
+"Bit-exact where integer semantics are defined outside vpuc").
 
 Per layer, as in test_tflite_exact.py: `isolated` runs the VPU op (the numpy integer
 reference, which the simulator equals bit for bit) on onnxruntime's values of its inputs;

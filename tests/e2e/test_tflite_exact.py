@@ -1,7 +1,7 @@
 """u55-256's requantisation is TFLite's fixed point: vpuc's simulation of the anchors' ONNX
 QDQ form is held against TFLite's int8 reference kernels (the LiteRT interpreter with
 OpResolverType.BUILTIN_REF) on the anchors' .tflite originals, fed the same int8 input
-(issue 22, docs/metrics.md "Bit-exact with TFLite").
+(issue 22, docs/metrics.md, "Bit-exact where integer semantics are defined outside vpuc").
 
 Two comparisons per layer, the layers matched by tensor name (tf2onnx keeps TFLite's):
   isolated  each VPU op of the op list run by the numpy integer reference (which the
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from ai_edge_litert import interpreter as litert  # the test extra
 
 from vpuc import runtime
 from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
@@ -37,8 +38,6 @@ from lower import int8_reference  # noqa: E402
 
 from vpuc.sim.numerics import requant_fixed_point  # noqa: E402
 from vpuc.targets.isa.params import quantize_multiplier  # noqa: E402
-
-litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is a test extra")
 
 ANCHORS = Path(__file__).resolve().parents[3] / "shared" / "anchors"
 MODELS = ("tinyconv", "resnet8")
