@@ -126,3 +126,15 @@ def test_zoo_models_pass_layer_by_layer_on_four_seeds(zoo_dir, tmp_path, name, t
         ]
         assert check["passed"] and check["outputs"], f"{name} {target} seed {seed}: {bad}"
         assert {(r["subgraph"], r["layer"]) for r in check["outputs"]} == _judged_layers(executable)
+
+
+@needs_anchors
+def test_a_reference_built_at_compile_holds_the_layer_functions_too(tmp_path):
+    """`vpuc compile --reference`: the layers' reference functions are in the host library."""
+    artifact = compile_model(str(ANCHOR_MODELS[0]), target="u55-256", reference=True).save(
+        tmp_path / "m.vpub"
+    )
+    ((_, executable, check),) = _checked(artifact, seeds=[2])
+    assert "module" not in executable.artifact.manifest["reference"]
+    assert check["passed"] and not any(r.get("missing") for r in check["outputs"])
+    assert {(r["subgraph"], r["layer"]) for r in check["outputs"]} == _judged_layers(executable)

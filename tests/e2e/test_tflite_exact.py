@@ -32,12 +32,11 @@ from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower import vpu_functions
 from vpuc.compiler.lower.reader.extract import extract_subgraph
+from vpuc.sim.numerics import requant_fixed_point
+from vpuc.targets.isa.params import quantize_multiplier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lower import int8_reference  # noqa: E402
-
-from vpuc.sim.numerics import requant_fixed_point  # noqa: E402
-from vpuc.targets.isa.params import quantize_multiplier  # noqa: E402
 
 ANCHORS = Path(__file__).resolve().parents[3] / "shared" / "anchors"
 MODELS = ("tinyconv", "resnet8")
