@@ -230,7 +230,14 @@ def subgraph_check(executable, tolerance: float) -> dict:
                 ref = expected[k] if k < len(expected) else None
                 name = spec.get("onnx_tensor") or spec["name"]  # the ONNX tensor it holds
                 row = _lsb_row(index, name, call.outputs[k], ref, tolerance)
-                chained.append({k: v for k, v in row.items() if k != "passed"})
+                chained.append({key: value for key, value in row.items() if key != "passed"})
+                written = call.tensors.get(spec["name"])
+                if written is None or not np.array_equal(written.reshape(-1), call.outputs[k].reshape(-1)):
+                    # the judged layers must be what the host received
+                    why = "the output the host received is not what its layer wrote"
+                    rows.append({"subgraph": index, "layer": None, "output": name, "elements": 0,
+                                 "max_lsb": None, "exact_share": 0.0, "missing": why,
+                                 "passed": False})  # fmt: skip
     return {
         "reference": "QDQ reference (TVM, float QDQ semantics), each layer on its inputs as the VPU had them",
         "tolerance_lsb": tolerance,

@@ -96,6 +96,12 @@ def test_a_layer_off_by_two_or_a_lost_tensor_fails(tmp_path):
     (_, executable, check), = _checked(artifact, seeds=[0])  # fmt: skip
     assert check["passed"]
     call = executable.last_run.calls[0]
+    received = call.outputs[0]
+    call.outputs[0] = received.copy()
+    call.outputs[0].reshape(-1)[0] ^= 1  # the host got other bytes than the last layer wrote
+    altered = subgraph_check(executable, 1)
+    assert not altered["passed"] and "host received" in altered["outputs"][-1]["missing"]
+    call.outputs[0] = received
     layer = next(la for la in call_entry(executable, call)["checkpoints"]["layers"] if "reference" in la)
     call.tensors[layer["output"]] = call.tensors[layer["output"]].copy()
     flat = call.tensors[layer["output"]].reshape(-1)
