@@ -43,6 +43,7 @@ from vpuc.compiler.lower import (
     join_host,
     lower_function,
     lower_partitioned,
+    reference_layer_name,
     reference_module,
     vpu_functions,
 )
@@ -366,7 +367,21 @@ def _program_entry(program: VpuProgram, members: dict[str, bytes], model: onnx.M
         ],
         "layers": [{k: layer[k] for k in ("id", "name", "op", "nodes")} for layer in program.layers],
         "dram_map": program.dram_map,
+        "checkpoints": _checkpoints(program, model),
     }
+
+
+def _checkpoints(program: VpuProgram, model: onnx.ModelProto) -> dict[str, Any]:
+    """Where `vpuc run --check` reads each layer's operands and result (emit.py), each judged
+    layer with its QDQ reference function and the ONNX tensor it writes."""
+    layers = []
+    for layer in program.checkpoints["layers"]:
+        entry = {k: layer[k] for k in ("id", "name", "args", "output")}
+        if layer["judged"]:
+            entry["reference"] = reference_layer_name(program.index, layer["id"])
+            entry["onnx_tensor"] = _onnx_tensor(program, layer["output"], model)
+        layers.append(entry)
+    return {"tensors": program.checkpoints["tensors"], "layers": layers}
 
 
 def _onnx_tensor(program: VpuProgram, name: str, model: onnx.ModelProto) -> str | None:

@@ -7,11 +7,14 @@ the reference is all zeros, rel_err = max_abs_err), sqnr_db = 10 log10(sum ref^2
 (ours - ref)^2). Passes when every rel_err <= the tolerance (1e-4, or --tolerance).
 
 int8 artifacts, three parts, each judged by its own tolerance (none waives another):
-  qdq        each VPU subgraph on its own inputs: the int8 inputs every VPU call received in
-             this run are fed to that subgraph's QDQ reference (the artifact's host copy of
-             the subgraph in float QDQ semantics, TVM), and its int8 outputs compared:
-             max_lsb <= 1 (or --tolerance). A VPU program that did not run, or whose inputs
-             or reference outputs are missing, FAILS (a row with `missing`).
+  qdq        each VPU subgraph on its own inputs, layer by layer: every layer's operands, as
+             the simulator held them in this run (read from its memory at the instruction
+             that completes them), are fed to that layer's QDQ reference (the artifact's
+             host copy of the layer in float QDQ semantics, TVM), and its int8 output
+             compared: max_lsb <= 1 (or --tolerance). A VPU program that did not run, or
+             whose inputs, tensors or reference are missing, FAILS (a row with `missing`).
+             Each subgraph's outputs against the whole subgraph's reference on the call's
+             inputs are reported beside (`subgraph_outputs`), not judged: the layers chain.
   float      end to end against onnxruntime on the float model (the model given when it is
              float; --float-model F when it is QDQ, else the part is skipped and says so):
              each output's SQNR >= its floor = max(ABSOLUTE_SQNR_FLOOR_DB or --sqnr-floor,
@@ -196,9 +199,13 @@ def _relative_floors(report: dict) -> dict[str, float]:
 
 
 def subgraph_check(executable, tolerance: float) -> dict:
-    """Every VPU subgraph's int8 outputs against its QDQ reference on the inputs the run gave
-    that call; a program with no call, capture or reference is a failed row."""
-    rows = []
+    """Every layer of every VPU subgraph against its QDQ reference, fed the layer's operands
+    as the simulator held them in this run (the call's checkpoints); a program with no call,
+    capture or reference is a failed row. Each subgraph's outputs against the whole
+    subgraph's QDQ reference on the call's inputs are reported beside (`subgraph_outputs`),
+    not judged: inside a subgraph the layers chain, and a 1-LSB rounding difference of one
+    layer is an input difference for the next (docs/metrics.md)."""
+    rows, chained = [], []
     calls = executable.last_run.calls if executable.last_run else []
     for entry in executable.vpu_calls:
         index = entry.subgraph
@@ -210,24 +217,66 @@ def subgraph_check(executable, tolerance: float) -> dict:
             missing = "the program did not run"
         elif any(len(c.inputs) != len(entry.inputs) or len(c.outputs) != len(entry.outputs) for c in mine):
             missing = "its inputs or outputs were not captured (record_outputs)"
+        elif not (entry.entry.get("checkpoints") or {}).get("layers"):
+            missing = "the artifact names no layer checkpoints (compiled by an older vpuc)"
         if missing:
-            rows.append({"subgraph": index, "output": None, "elements": 0, "max_lsb": None,
+            rows.append({"subgraph": index, "layer": None, "output": None, "elements": 0, "max_lsb": None,
                          "exact_share": 0.0, "missing": missing, "passed": False})  # fmt: skip
             continue
         for call in mine:
+            rows += _layer_rows(executable, entry, call, tolerance)
             expected = executable.reference_subgraph(index, call.inputs)
             for k, spec in enumerate(entry.outputs):
                 ref = expected[k] if k < len(expected) else None
                 name = spec.get("onnx_tensor") or spec["name"]  # the ONNX tensor it holds
-                rows.append(_lsb_row(index, name, call.outputs[k], ref, tolerance))
+                row = _lsb_row(index, name, call.outputs[k], ref, tolerance)
+                chained.append({key: value for key, value in row.items() if key != "passed"})
+                written = call.tensors.get(spec["name"])
+                if written is None or not np.array_equal(written.reshape(-1), call.outputs[k].reshape(-1)):
+                    # the judged layers must be what the host received
+                    why = "the output the host received is not what its layer wrote"
+                    rows.append({"subgraph": index, "layer": None, "output": name, "elements": 0,
+                                 "max_lsb": None, "exact_share": 0.0, "missing": why,
+                                 "passed": False})  # fmt: skip
     return {
-        "reference": "QDQ reference (TVM, float QDQ semantics), each subgraph on its own inputs",
+        "reference": "QDQ reference (TVM, float QDQ semantics), each layer on its inputs as the VPU had them",
         "tolerance_lsb": tolerance,
         "outputs": rows,
+        "subgraph_outputs": chained,
         # an artifact with no VPU program has nothing to check here; one with programs but no
         # row cannot happen (each program gives a row, a missing one a failed row)
         "passed": all(r["passed"] for r in rows),
     }
+
+
+def _layer_rows(executable, entry, call, tolerance: float) -> list[dict]:
+    """One row per judged layer of one call: the simulator's value of the layer's output
+    against the layer's QDQ reference on the simulator's values of its operands."""
+    values = dict(call.tensors)
+    for binding, array in zip(entry.inputs, call.inputs, strict=True):
+        if binding.get("layout") == "NCHW" and array.ndim == 4:  # the reference reads NHWC
+            array = np.ascontiguousarray(array.transpose(0, 2, 3, 1))
+        values.setdefault(binding["name"], array)
+    rows = []
+    for layer in entry.entry["checkpoints"]["layers"]:
+        if "reference" not in layer:
+            continue  # not the last op of its composite: judged with the op that ends it
+        name = layer.get("onnx_tensor") or layer["output"]
+        lost = [t for t in (*layer["args"], layer["output"]) if t not in values]
+        ref = (
+            None
+            if lost
+            else executable.reference_layer(layer["reference"], [values[t] for t in layer["args"]])
+        )
+        if lost or ref is None:
+            why = f"tensor '{lost[0]}' was not captured" if lost else f"no reference '{layer['reference']}'"
+            rows.append({"subgraph": entry.subgraph, "layer": layer["name"], "output": name,
+                         "elements": 0, "max_lsb": None, "exact_share": 0.0, "missing": why,
+                         "passed": False})  # fmt: skip
+            continue
+        row = _lsb_row(entry.subgraph, name, values[layer["output"]], ref, tolerance)
+        rows.append({"subgraph": row.pop("subgraph"), "layer": layer["name"], **row})
+    return rows
 
 
 def _lsb_row(index: int, name: str, ours: np.ndarray, ref: np.ndarray | None, tolerance: float) -> dict:

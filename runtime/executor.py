@@ -152,6 +152,23 @@ class Executable:
 
                 self._vm.set_instrument(tvm_ffi.convert(self._instrument))
 
+    def reference_layer(self, function: str, args: list[np.ndarray]) -> np.ndarray | None:
+        """One layer's QDQ reference (its composite in float QDQ semantics) on int8 operands
+        in their Relax shapes; None when the reference module lacks the function."""
+        vm = self._reference_vm()
+        vm.set_instrument(None)
+        try:
+            try:
+                run = vm[function]
+            except (AttributeError, KeyError, RuntimeError, ValueError):  # TVM's missing-function errors
+                return None
+            return _flatten(run(*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in args]))[0].copy()
+        finally:
+            if self._time_host_ops and vm is self._vm:
+                import tvm_ffi
+
+                self._vm.set_instrument(tvm_ffi.convert(self._instrument))
+
     def run(self, inputs: dict[str, np.ndarray], source: str | None = None) -> dict[str, np.ndarray]:
         """Run once; inputs are checked against the manifest (names, shapes, dtypes) and an
         error names `source` (where the inputs came from) or else the artifact."""

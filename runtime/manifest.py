@@ -76,6 +76,37 @@ def _program(entry: Any, members: dict[str, bytes], where: str) -> None:
             _binding(binding, entry["dram_bytes"], f"{where}.{key}[{i}]")
     if not isinstance(entry.get("layers", []), list):
         raise ArtifactError(f"{where}.layers: must be a list")
+    _checkpoints(entry.get("checkpoints", {}), entry["dram_bytes"], len(program), f"{where}.checkpoints")
+
+
+def _checkpoints(value: Any, dram_bytes: int, instructions: int, where: str) -> None:
+    """Where `--check` reads each tensor: inside the program's DRAM (the simulator refuses
+    a probe outside its SRAM), after an instruction the program has (-1: before the first)."""
+    if not isinstance(value, dict) or not isinstance(value.get("tensors", []), list):
+        raise ArtifactError(f"{where}: must be an object with a list 'tensors'")
+    for i, spec in enumerate(value.get("tensors", [])):
+        here = f"{where}.tensors[{i}]"
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise ArtifactError(f"{here}.name: missing or not a string")
+        for key in ("address", "pixels", "channels", "pixel_stride", "pc"):
+            number = spec.get(key)
+            if not isinstance(number, int) or isinstance(number, bool) or number < (-1 if key == "pc" else 0):
+                raise ArtifactError(f"{here}.{key}: missing or not a non-negative integer")
+        if spec.get("memory") not in ("sram", "dram"):
+            raise ArtifactError(f"{here}.memory: {spec.get('memory')!r} is not 'sram' or 'dram'")
+        if spec["pc"] >= instructions:
+            raise ArtifactError(f"{here}.pc: {spec['pc']} is past the program's {instructions} instructions")
+        end = spec["address"] + max(spec["pixels"] - 1, 0) * spec["pixel_stride"] + spec["channels"]
+        if spec["memory"] == "dram" and end > dram_bytes:
+            raise ArtifactError(f"{here}: bytes up to {end} lie outside the program's DRAM ({dram_bytes})")
+        shape = spec.get("shape")
+        integers = isinstance(shape, list) and all(
+            isinstance(d, int) and not isinstance(d, bool) for d in shape
+        )
+        if not integers or spec["pixels"] * spec["channels"] != int(np.prod(shape, dtype=np.int64)):
+            raise ArtifactError(f"{here}.shape: {spec.get('shape')} does not hold pixels x channels")
+    if not isinstance(value.get("layers", []), list):
+        raise ArtifactError(f"{where}.layers: must be a list")
 
 
 def _binding(binding: dict[str, Any], dram_bytes: int, where: str) -> None:

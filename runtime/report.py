@@ -164,7 +164,7 @@ def _print_check(console: Console, check: dict[str, Any]) -> None:
     if check["numerics"] != "int8":
         rule = "rel err <= " + str(part.get("tolerance_rel_err"))
     else:
-        rule = f"each subgraph <= {check['qdq']['tolerance_lsb']} LSB; SQNR >= floor"
+        rule = f"each VPU layer <= {check['qdq']['tolerance_lsb']} LSB; SQNR >= floor"
         if model is not None:
             rule += f"; QDQ model <= {model['tolerance_lsb']} LSB"
     console.print(
@@ -173,13 +173,13 @@ def _print_check(console: Console, check: dict[str, Any]) -> None:
 
 
 def _print_subgraphs(console: Console, qdq: dict[str, Any]) -> None:
-    table = _table(f"Each VPU subgraph against the {qdq['reference']}", "subgraph", "output", "elements",
+    table = _table(f"Each VPU subgraph against the {qdq['reference']}", "subgraph", "layer", "elements",
                    "max LSB", "exact", "")  # fmt: skip
     for out in qdq["outputs"]:
         missing = out.get("missing")
         table.add_row(
             str(out["subgraph"]),
-            out["output"] or "-",
+            out.get("layer") or out["output"] or "-",
             str(out["elements"]),
             "-" if missing else str(out["max_lsb"]),
             missing or f"{out['exact_share']:.2%}",

@@ -7,6 +7,10 @@ program on the simulator, and copies the int8 outputs back. Every call is record
 simulator's statistics, and the host <-> VPU transfer (one transfer per direction per call,
 costed on the target's host link: host_link_latency_cycles + ceil(bytes /
 host_link_bytes_per_cycle)).
+
+With `keep_outputs` (for `--check`) a call also keeps every tensor of the subgraph as the
+simulator held it (`CallRecord.tensors`): the manifest's checkpoints say where each one
+lies and after which instruction it is complete, and the simulator's probes copy it then.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from vpuc.runtime.errors import VpuRunError
-from vpuc.sim import Program, SimError, Simulator, VpuError
+from vpuc.sim import Probe, Program, SimError, Simulator, VpuError
 from vpuc.sim.stats import SimStats
 from vpuc.targets import Target
 
@@ -38,6 +42,7 @@ class CallRecord:
     result: Any = field(default=None, repr=False)  # the SimResult, kept for traces
     outputs: list[np.ndarray] = field(default_factory=list, repr=False)  # kept for --check
     inputs: list[np.ndarray] = field(default_factory=list, repr=False)  # kept for --check, as staged
+    tensors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # every checkpoint's value
 
     @property
     def link_cycles(self) -> int:
@@ -83,8 +88,9 @@ class VpuCall:
             data = _stage(np.from_dlpack(tensor), spec)
             image[spec["dram_address"] : spec["dram_address"] + data.size] = data
             to_vpu += data.size
+        probes = _probes(self.entry) if self.keep_outputs else {}
         try:
-            result = self.simulator.run(self.program, image)
+            result = self.simulator.run(self.program, image, probes=list(probes.values()))
         except SimError as exc:
             layer = self.program.layer_names.get(self.program.instructions[exc.pc].layer, "?")
             raise VpuRunError(f"{self.source}: subgraph {self.subgraph}, layer '{layer}': {exc}") from None
@@ -103,7 +109,34 @@ class VpuCall:
         if self.keep_outputs:
             record.outputs = [np.from_dlpack(t).copy() for t in tensors[n:]]
             record.inputs = [np.from_dlpack(t).copy() for t in tensors[:n]]
+            record.tensors = {
+                spec["name"]: _read(result.captures[probes[spec["name"]]], spec)
+                for spec in _specs(self.entry)
+            }
         self.log.append(record)
+
+
+def _specs(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((entry.get("checkpoints") or {}).get("tensors", []))
+
+
+def _probes(entry: dict[str, Any]) -> dict[str, Probe]:
+    """A probe per checkpoint tensor, by name: its bytes from its first pixel to the end of
+    its last, right after the instruction that completes it."""
+    probes = {}
+    for spec in _specs(entry):
+        pixels, channels, stride = int(spec["pixels"]), int(spec["channels"]), int(spec["pixel_stride"])
+        nbytes = (pixels - 1) * stride + channels if pixels else 0
+        probes[spec["name"]] = Probe(int(spec["pc"]), spec["memory"], int(spec["address"]), nbytes)
+    return probes
+
+
+def _read(raw: np.ndarray, spec: dict[str, Any]) -> np.ndarray:
+    """The int8 tensor in its Relax shape from the bytes a probe took (pixel by pixel)."""
+    pixels, channels, stride = int(spec["pixels"]), int(spec["channels"]), int(spec["pixel_stride"])
+    padded = np.zeros(pixels * stride, np.uint8)
+    padded[: raw.size] = raw
+    return padded.reshape(pixels, stride)[:, :channels].view(np.int8).reshape(spec["shape"])
 
 
 def _stage(array: np.ndarray, spec: dict[str, Any]) -> np.ndarray:

@@ -10,12 +10,18 @@ instruction: (1) the program's shape (END last, tokens one-to-one), (2) every
 instruction's Plan (field checks, bounds, cost), (3) the schedule (timing.py; deadlocks)
 and the race check (hazards.py), (4) the functional execution in program order (ops.py).
 Nothing data-dependent decides timing, so (1)-(3) never touch memory contents.
+
+`probes` copy bytes out of memory during step (4): a Probe (pc, memory, address, nbytes)
+is taken right after the instruction at `pc` has run (pc -1: before the first), so a
+tensor the program overwrites later is seen as it was then (`vpuc run --check` reads
+every layer's inputs and output so, runtime/check.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,9 +40,20 @@ from vpuc.targets.isa.program import Program, as_program
 DEFAULT_DRAM_BYTES = 64 << 20
 
 
+class Probe(NamedTuple):
+    """`nbytes` at `address` of `memory` ("sram" or "dram"), right after the instruction at
+    `pc` has run (-1: before the program starts)."""
+
+    pc: int
+    memory: str
+    address: int
+    nbytes: int
+
+
 @dataclass(frozen=True)
 class SimResult:
-    """One run: its statistics, its schedule, and the final DRAM and SRAM bytes."""
+    """One run: its statistics, its schedule, the final DRAM and SRAM bytes, and the bytes
+    each probe took (uint8 arrays by Probe)."""
 
     target: Target
     program: Program
@@ -45,6 +62,7 @@ class SimResult:
     stats: SimStats
     dram: np.ndarray
     sram: np.ndarray
+    captures: dict[Probe, np.ndarray] = field(default_factory=dict)
 
 
 class Simulator:
@@ -72,6 +90,7 @@ class Simulator:
         *,
         host_to_vpu_bytes: int = 0,
         vpu_to_host_bytes: int = 0,
+        probes: Iterable[Probe] = (),
     ) -> SimResult:
         """Run `program` on a DRAM initialised from `dram` (bytes at address 0).
 
@@ -82,12 +101,19 @@ class Simulator:
         state = self._fresh_state(dram)
         instructions = program.instructions
         plans, timeline = self._analyse(program, state)
+        by_pc: dict[int, list[Probe]] = {}
+        for probe in probes:
+            by_pc.setdefault(probe.pc, []).append(_checked(probe, state))
+        captures: dict[Probe, np.ndarray] = {}
+        _capture(by_pc.get(-1, ()), state, captures)
         for pc, (instruction, plan) in enumerate(zip(instructions, plans, strict=True)):
             try:
                 OPS[instruction.opcode].run(instruction, state)
             except OpError as exc:
                 raise SimError(pc, format_instruction(instruction), str(exc)) from None
             state.forget_overwritten(plan.writes)
+            if pc in by_pc:
+                _capture(by_pc[pc], state, captures)
         stats = collect_stats(
             self.target,
             instructions,
@@ -96,7 +122,9 @@ class Simulator:
             program.layer_names,
             (host_to_vpu_bytes, vpu_to_host_bytes),
         )
-        return SimResult(self.target, program, plans, timeline, stats, state.dram.data, state.sram.data)
+        return SimResult(
+            self.target, program, plans, timeline, stats, state.dram.data, state.sram.data, captures
+        )
 
     def _analyse(self, program: Program, state: State) -> tuple[tuple[Plan, ...], Timeline]:
         """Shape, plans, tokens, schedule and races: data-independent, so cached for the
@@ -120,6 +148,21 @@ class Simulator:
         size = self.dram_bytes if image is None else max(self.dram_bytes, image.size)
         dram = Memory("DRAM", size, image)
         return State(hardware, self.target.numerics.requant, Memory("SRAM", hardware.sram_bytes), dram)
+
+
+def _checked(probe: Probe, state: State) -> Probe:
+    memory = {"sram": state.sram, "dram": state.dram}.get(probe.memory)
+    if memory is None:
+        raise VpuError(f"probe {probe}: memory '{probe.memory}' is neither 'sram' nor 'dram'")
+    if probe.address < 0 or probe.nbytes < 0 or probe.address + probe.nbytes > memory.size_bytes:
+        raise VpuError(f"probe {probe}: outside {probe.memory} ({memory.size_bytes} bytes)")
+    return probe
+
+
+def _capture(probes, state: State, captures: dict[Probe, np.ndarray]) -> None:
+    for probe in probes:
+        memory = state.sram if probe.memory == "sram" else state.dram
+        captures[probe] = memory.data[probe.address : probe.address + probe.nbytes].copy()
 
 
 def _check_shape(instructions: tuple[Instruction, ...]) -> None:

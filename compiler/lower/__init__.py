@@ -15,7 +15,9 @@ it as an external function.
     join_host(mod, programs) -> the host module: VPU calls become call_dps_packed(symbol);
         with `reference=True` it also holds REFERENCE_ENTRY, the same graph with every VPU
         subgraph run on the host in float QDQ semantics (functions REFERENCE_PREFIX<i>),
-        which `vpuc run --check` compares the VPU's int8 outputs with
+        which `vpuc run --check` compares the VPU's int8 outputs with, and one function per
+        layer (reference_layer_name: the layer's composite alone), which it feeds the
+        layer's inputs as the simulator held them
 """
 
 from __future__ import annotations
@@ -44,12 +46,18 @@ __all__ = [
     "lower_function",
     "lower_partitioned",
     "lower_subgraph",
+    "reference_layer_name",
     "reference_module",
     "vpu_functions",
 ]
 
 REFERENCE_ENTRY = "reference"
 REFERENCE_PREFIX = "vpu_reference_sg"
+
+
+def reference_layer_name(subgraph: int, layer_id: int) -> str:
+    """The QDQ reference function of one layer (layer ids as the program numbers them)."""
+    return f"{REFERENCE_PREFIX}{subgraph}_layer{layer_id}"
 
 
 def vpu_functions(mod: tvm.IRModule) -> list[tuple[relax.GlobalVar, relax.Function]]:
@@ -120,7 +128,7 @@ def join_host(mod: tvm.IRModule, programs: list[VpuProgram], reference: bool = F
         host = host.without_attr("const_name_to_constant")
     host = drop_host_transposes(host, {p.symbol: p for p in programs})
     if reference:
-        host = _with_reference(host, original_main, functions)
+        host = _with_reference(host, original_main, functions, programs)
     return host
 
 
@@ -131,17 +139,43 @@ def reference_module(mod: tvm.IRModule, programs: list[VpuProgram]) -> tvm.IRMod
     joined = join_host(mod, programs, reference=True)
     kept = {gv: f for gv, f in joined.functions.items() if gv.name_hint != "main"}
     alone = tvm.IRModule(kept, attrs=joined.attrs)
-    return relax.transform.DeadCodeElimination([REFERENCE_ENTRY])(alone)
+    layers = [
+        reference_layer_name(p.index, layer["id"]) for p in programs for layer in p.checkpoints["layers"]
+    ]
+    entries = [REFERENCE_ENTRY, *(gv.name_hint for gv in kept if gv.name_hint in layers)]
+    return relax.transform.DeadCodeElimination(entries)(alone)
 
 
-def _with_reference(host: tvm.IRModule, main: relax.Function, functions) -> tvm.IRModule:
+def layer_references(func: relax.Function, index: int, program: VpuProgram) -> dict[str, relax.Function]:
+    """{reference_layer_name: the layer's composite as a plain function} for each layer the
+    check judges (emit.py's checkpoints: the last op of each composite)."""
+    standalone = func.without_attr("Codegen").with_attr("global_symbol", "main")
+    lifted = relax.transform.LambdaLift()(tvm.IRModule({"main": standalone}))
+    composites = {}
+    for f in lifted.functions.values():
+        if isinstance(f, relax.Function) and f.attrs is not None and "Composite" in f.attrs:
+            composites[tuple(str(f.attrs["vars"]).split(","))] = f.without_attr("Composite").without_attr(
+                "vars"
+            )
+    found = {}
+    for layer in program.checkpoints.get("layers", []):
+        members = tuple(layer["members"])
+        if members in composites and layer["judged"]:
+            name = reference_layer_name(index, layer["id"])
+            found[name] = composites[members].with_attr("global_symbol", name)
+    return found
+
+
+def _with_reference(host: tvm.IRModule, main: relax.Function, functions, programs) -> tvm.IRModule:
     """Add REFERENCE_ENTRY: main again, each VPU call going to a host copy of its function
-    (composites lifted to plain functions) instead of the VPU."""
+    (composites lifted to plain functions) instead of the VPU; and each layer's function."""
     builder = relax.BlockBuilder(host)
     copies = {}
     for index, (gv, func) in enumerate(functions):
         name = f"{REFERENCE_PREFIX}{index}"
         copies[gv] = builder.add_func(func.without_attr("Codegen").with_attr("global_symbol", name), name)
+        for layer_name, layer in layer_references(func, index, programs[index]).items():
+            builder.add_func(layer, layer_name)
     redirected = _redirect(main, copies).with_attr("global_symbol", REFERENCE_ENTRY)
     builder.add_func(redirected, REFERENCE_ENTRY)
     host = relax.transform.LambdaLift()(builder.get())

@@ -80,6 +80,10 @@ def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _layer(row: dict) -> str:
+    return f" layer '{row['layer']}'" if row.get("layer") else ""
+
+
 def check_failures(ran: dict) -> list[str]:
     """What `--check` found wrong, one phrase per failing output."""
     check = ran.get("check") or {}
@@ -100,7 +104,8 @@ def check_failures(ran: dict) -> list[str]:
             found.append(f"subgraph {out['subgraph']}: {out['missing']}")
         elif not out.get("passed", True):
             found.append(
-                f"subgraph {out['subgraph']} output '{out['output']}' {out['max_lsb']} LSB from the QDQ "
+                f"subgraph {out['subgraph']}{_layer(out)} output '{out['output']}' "
+                f"{out['max_lsb']} LSB from the QDQ "
                 f"reference (tolerance {qdq.get('tolerance_lsb')})"
             )
     model = check.get("qdq_model") or {}

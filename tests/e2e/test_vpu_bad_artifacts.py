@@ -55,6 +55,18 @@ EDITS = {
         lambda m, _: m["target"]["hardware"].update(sram_bytes=-1),
         "manifest target: hardware.sram_bytes: -1 is out of range",
     ),
+    "checkpoint after the last instruction": (
+        lambda m, _: m["vpu_programs"][0]["checkpoints"]["tensors"][0].update(pc=1 << 20),
+        "manifest vpu_programs[0].checkpoints.tensors[0].pc: 1048576 is past the program's",
+    ),
+    "checkpoint outside DRAM": (
+        lambda m, _: m["vpu_programs"][0]["checkpoints"]["tensors"][0].update(memory="dram", address=1 << 30),
+        "manifest vpu_programs[0].checkpoints.tensors[0]: bytes up to",
+    ),
+    "checkpoint memory": (
+        lambda m, _: m["vpu_programs"][0]["checkpoints"]["tensors"][0].update(memory="flash"),
+        "manifest vpu_programs[0].checkpoints.tensors[0].memory: 'flash' is not 'sram' or 'dram'",
+    ),
     "symbol twice": (
         lambda m, _: m["vpu_programs"].append(dict(m["vpu_programs"][0])),
         "is used twice",
