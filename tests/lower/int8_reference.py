@@ -89,4 +89,8 @@ def _run(op, args, subgraph, mode):
         return np.concatenate([_nhwc(subgraph, n, a) for n, a in zip(op.inputs, args, strict=True)], axis=-1)
     if isinstance(op, vops.Reshape):
         return args[0]
+    if isinstance(op, vops.Softmax):
+        x = args[0]
+        rows = ref.softmax(x.reshape(-1, x.shape[-1]), op.table, op.multiplier, op.shift, op.out_q.zero_point)
+        return rows.reshape(x.shape)
     raise AssertionError(f"no reference for {op.kind}")
