@@ -24,6 +24,7 @@ from vpuc.compiler.frontend.fold import fold_shape_computations
 from vpuc.compiler.frontend.index_inputs import index_ranges
 from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
 from vpuc.compiler.frontend.load import load_model
+from vpuc.compiler.frontend.lstm import unroll_lstms
 from vpuc.compiler.frontend.names import name_nodes
 from vpuc.compiler.frontend.qdq_check import check_qdq_onnx
 from vpuc.compiler.frontend.shapes import (
@@ -70,6 +71,8 @@ def import_model(
     model = fix_input_shapes(model, name, input_shapes or {})  # a copy from here on
     name_nodes(model)
     model, decomposed = decompose_integer_ops(model)
+    model, unrolled = unroll_lstms(model)
+    decomposed += unrolled
     folded = fold_shape_computations(model, name)
     model, fixed = fix_ops(folded.model)
     if fixed:
