@@ -16,7 +16,9 @@ the ops of its time steps (these run on the CPU, in float):
             c = sigmoid(f) * c + sigmoid(i) * tanh(c~);  h = sigmoid(o) * tanh(c)
         Y = [seq, D, batch, H] of every h, Y_h, Y_c = the last h and c of each direction
 
-Supported: constant weights, the default activations (sigmoid, tanh, tanh), no clip, no
+Supported: constant weights (a float LSTM's may also be graph inputs: Gather + Transpose
+nodes; ONNX's node tests test_lstm_defaults, _reverse, _bidirectional, _with_initial_bias
+pass), the default activations (sigmoid, tanh, tanh), no clip, no
 coupled input-forget gate, no peepholes, layout 0, no sequence_lens (or one equal to the
 sequence for every batch row). Any other LSTM is left as it is, so the support check names
 it. New nodes are named `<node>/<direction>/t<step>/<part>`.
@@ -74,24 +76,31 @@ def _unroll(w: _Writer, node: onnx.NodeProto, shapes: dict[str, list[int]]) -> l
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     weights = _weights(w, node)
     x_shape = shapes.get(node.input[0])
-    if weights is None or x_shape is None or len(x_shape) != 3 or not _plain(w, node, attrs, x_shape):
+    if x_shape is None or len(x_shape) != 3 or not _plain(w, node, attrs, x_shape):
         return None
-    input_weights, recurrent_weights = weights
-    directions, hidden = recurrent_weights.shape[0], recurrent_weights.shape[1]
+    in_graph = weights is None  # a float LSTM whose weights are inputs: Gather/Transpose nodes
+    if in_graph and (node.op_type != "LSTM" or "hidden_size" not in attrs):
+        return None
+    hidden = int(attrs["hidden_size"]) if in_graph else weights[1].shape[1]
+    directions = 2 if _direction(attrs) == "bidirectional" else 1
     seq, batch = x_shape[0], x_shape[1]
     bias = w.constants.get(_arg(node, 3)) if _arg(node, 3) else np.zeros((directions, 8 * hidden), np.float32)
-    if bias is None:
+    in_graph = in_graph or bias is None
+    if in_graph and node.op_type != "LSTM":
         return None
     reverse = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[_direction(attrs)]
     nodes: list = []
     ys, last_h, last_c = [], [], []
     for d, backward in enumerate(reverse):
         step = _Direction(w, node, f"d{d}", hidden, batch)
-        w_name = w.constant(f"{node.name}/d{d}/W", input_weights[d].astype(np.float32))
-        r_name = w.constant(f"{node.name}/d{d}/R", recurrent_weights[d].astype(np.float32))
-        b_name = w.constant(
-            f"{node.name}/d{d}/B", (bias[d, : 4 * hidden] + bias[d, 4 * hidden :]).astype(np.float32)
-        )
+        if in_graph:
+            w_name, r_name, b_name = step.graph_weights(d)
+        else:
+            w_name = w.constant(f"{node.name}/d{d}/W", weights[0][d].astype(np.float32))
+            r_name = w.constant(f"{node.name}/d{d}/R", weights[1][d].astype(np.float32))
+            b_name = w.constant(
+                f"{node.name}/d{d}/B", (bias[d, : 4 * hidden] + bias[d, 4 * hidden :]).astype(np.float32)
+            )
         xw = step.op("MatMul", [node.input[0], w_name], "xw")
         xwb = step.op("Add", [xw, b_name], "xw_bias")
         h = step.initial(_arg(node, 5), d, "h0")
@@ -127,6 +136,26 @@ class _Direction:
 
     def axes(self, values: list[int]) -> str:
         return self.w.constant(f"{self.node.name}/axes", np.array(values, np.int64))
+
+    def graph_weights(self, d: int) -> tuple[str, str, str]:
+        """W'[d] = W[d]^T, R'[d] = R[d]^T and Wb[d] + Rb[d], as nodes (weights as inputs)."""
+        index = self.w.constant(f"{self.node.name}/direction", np.array(d, np.int64))
+        w_t, r_t = (
+            self.op(
+                "Transpose", [self.op("Gather", [self.node.input[k], index], f"{part}", axis=0)], f"{part}_t"
+            )
+            for k, part in ((1, "W"), (2, "R"))
+        )
+        if not _arg(self.node, 3):
+            return w_t, r_t, self.w.constant(f"{self.node.name}/B", np.zeros(4 * self.hidden, np.float32))
+        bias = self.op("Gather", [self.node.input[3], index], "B", axis=0)
+        axis = self.w.constant(f"{self.node.name}/axis", np.array([0], np.int64))
+        halves = []
+        for k in range(2):
+            start = self.w.constant(f"{self.node.name}/start", np.array([k * 4 * self.hidden], np.int64))
+            end = self.w.constant(f"{self.node.name}/end", np.array([(k + 1) * 4 * self.hidden], np.int64))
+            halves.append(self.op("Slice", [bias, start, end, axis], f"B{k}"))
+        return w_t, r_t, self.op("Add", halves, "B_sum")
 
     def initial(self, name: str, d: int, part: str) -> str:
         if not name:
