@@ -67,7 +67,7 @@ from vpuc.compiler.quantize import (
     quantize_for_compile,
 )
 from vpuc.compiler.summary import mac_share, network_summary
-from vpuc.runtime.artifact import Artifact
+from vpuc.runtime.artifact import BOUND_INPUTS, Artifact, bound_inputs_npz
 from vpuc.targets import Target, resolve_target
 
 VPUC_VERSION = "0.1.0"
@@ -334,6 +334,9 @@ def build_artifact(
         "vpu_programs": [_program_entry(p, members, imported.onnx_model) for p in prepared.programs],
         "host_target": host.host.to_json(),  # what `vpuc run` checks the CPU against
     }
+    if imported.bound_inputs:  # `vpuc run --check` feeds them to the reference model
+        members[BOUND_INPUTS] = bound_inputs_npz(imported.bound_inputs)
+        manifest["bound_inputs"] = {"member": BOUND_INPUTS, "names": sorted(imported.bound_inputs)}
     if prepared.quantized is not None:
         manifest["numerics"] = "int8"  # outputs carry int8 quantisation error (vpuc run --check)
     if built or deferred is not None:

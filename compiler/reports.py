@@ -117,10 +117,13 @@ def print_tune_report(result) -> None:
         speedup = f"{task.default_us / task.tuned_us:.2f}x" if task.default_us and task.tuned_us else "-"
         table.add_row(
             task.name, str(task.kernels), _us(task.default_us), _us(task.tuned_us), speedup,
-            "yes" if task.stored else f"no: {task.reason}",
+            f"yes: {task.reason}" if task.stored else f"no: {task.reason}",
         )  # fmt: skip
     console.print(table)
-    console.print(f"{result.stored} of {len(result.tasks)} tasks have a tuned record in {result.database}")
+    resumed = f" ({result.resumed} from an earlier run)" if result.resumed else ""
+    console.print(
+        f"{result.stored} of {len(result.tasks)} tasks have a tuned record in {result.database}{resumed}"
+    )
 
 
 def print_calibration(calibration) -> None:

@@ -12,6 +12,7 @@ failed save never leaves a half-written artifact behind.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -30,6 +31,18 @@ class ArtifactError(ValueError):
     """An artifact that cannot be written or read; the message names the file."""
 
 
+BOUND_INPUTS = "bound_inputs.npz"  # --bind-input values, for the reference model of --check
+
+
+def bound_inputs_npz(arrays: dict[str, Any]) -> bytes:
+    """The member that keeps the values of the inputs --bind-input made constants."""
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
 @dataclass
 class Artifact:
     """An in-memory artifact: the manifest (without checksums) and the member files."""
@@ -44,6 +57,17 @@ class Artifact:
     @property
     def outputs(self) -> list[dict[str, Any]]:
         return self.manifest["outputs"]
+
+    @property
+    def bound_inputs(self) -> dict[str, Any]:
+        """The inputs --bind-input made constants, by name, with their values (numpy)."""
+        import numpy as np
+
+        entry = self.manifest.get("bound_inputs")
+        if not entry or entry.get("member") not in self.members:
+            return {}
+        with np.load(io.BytesIO(self.members[entry["member"]]), allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
 
     @property
     def report(self) -> dict[str, Any]:

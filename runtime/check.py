@@ -63,8 +63,11 @@ class OutputError:
         }
 
 
-def reference_outputs(model_path: str | Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run onnxruntime (CPU, optimisations off) on an ONNX model."""
+def reference_outputs(
+    model_path: str | Path, inputs: dict[str, np.ndarray], bound: dict[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
+    """Run onnxruntime (CPU, optimisations off) on an ONNX model. `bound`: the values the
+    artifact's --bind-input gave, fed to the model where it declares them as inputs."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -72,8 +75,10 @@ def reference_outputs(model_path: str | Path, inputs: dict[str, np.ndarray]) -> 
     options.log_severity_level = 3
     try:
         session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        declared = {i.name for i in session.get_inputs()}
+        feeds = {**{k: v for k, v in (bound or {}).items() if k in declared}, **inputs}
         names = [o.name for o in session.get_outputs()]
-        return dict(zip(names, session.run(names, inputs), strict=True))
+        return dict(zip(names, session.run(names, feeds), strict=True))
     except Exception as exc:  # onnxruntime raises its own exception classes
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckError(f"{model_path}: onnxruntime cannot run it on these inputs: {first}") from None
@@ -111,8 +116,9 @@ def check_run(
     """The check's report (docs/metrics.md); `passed` says whether every part passed.
     The executable must have run `inputs` with record_outputs(True)."""
     numerics = executable.artifact.manifest.get("numerics", "float32")
+    bound = executable.artifact.bound_inputs  # --bind-input values: the reference needs them
     if numerics != "int8":
-        errors = compare(outputs, reference_outputs(model_path, inputs), model_path)
+        errors = compare(outputs, reference_outputs(model_path, inputs, bound), model_path)
         limit = FLOAT_TOLERANCE if tolerance is None else tolerance
         rows = [{**e.to_json(), "passed": bool(e.rel_err <= limit)} for e in errors]
         part = {"reference": "onnxruntime, float model", "tolerance_rel_err": limit, "outputs": rows}
@@ -136,9 +142,11 @@ def check_run(
         }
     else:
         float_part = _float_check(
-            executable, inputs, outputs, float_path, floor, model_path if qdq_input else None
+            executable, inputs, outputs, float_path, floor, model_path if qdq_input else None, bound
         )
-    model_part = qdq_model_check(model_path, inputs, outputs, END_TO_END_LSB_TOLERANCE) if qdq_input else None
+    model_part = (
+        qdq_model_check(model_path, inputs, outputs, END_TO_END_LSB_TOLERANCE, bound) if qdq_input else None
+    )
     parts = [qdq, float_part, model_part]
     return {
         "model": model_path,
@@ -150,14 +158,16 @@ def check_run(
     }
 
 
-def _float_check(executable, inputs, outputs, float_path: str, absolute: float | None, qdq_path=None) -> dict:
+def _float_check(
+    executable, inputs, outputs, float_path: str, absolute: float | None, qdq_path=None, bound=None
+) -> dict:
     if qdq_path is not None:  # int8 edges of the QDQ model become the float model's values
         from vpuc.runtime.check_qdq import quantization
 
         ins, outs = quantization(qdq_path)
         inputs = {k: _dequantize(v, ins.get(k)) for k, v in inputs.items()}
         outputs = {k: _dequantize(v, outs.get(k)) for k, v in outputs.items()}
-    errors = compare(outputs, reference_outputs(float_path, inputs), float_path)
+    errors = compare(outputs, reference_outputs(float_path, inputs, bound), float_path)
     relative = {} if qdq_path is not None else _relative_floors(executable.artifact.report)
     rows = []
     for e in errors:

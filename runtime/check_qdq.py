@@ -99,8 +99,8 @@ def quantization(path: str) -> tuple[dict, dict]:
     return inputs, outputs
 
 
-def qdq_model_check(path: str, inputs, outputs, tolerance: float) -> dict:
-    reference = reference_outputs(path, inputs)
+def qdq_model_check(path: str, inputs, outputs, tolerance: float, bound=None) -> dict:
+    reference = reference_outputs(path, inputs, bound)
     steps = output_steps(path)
     rows = []
     for error in compare(outputs, reference, path):

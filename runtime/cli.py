@@ -100,7 +100,14 @@ def artifact_identity(path: str) -> dict:
 def run_command(args) -> int:
     from vpuc.runtime import load
     from vpuc.runtime.check import check_run
-    from vpuc.runtime.inputs import check_index_ranges, load_npz, nonfinite_counts, random_inputs, save_npz
+    from vpuc.runtime.inputs import (
+        check_index_ranges,
+        drop_bound_inputs,
+        load_npz,
+        nonfinite_counts,
+        random_inputs,
+        save_npz,
+    )
     from vpuc.runtime.report import print_run_report
     from vpuc.runtime.stats import end_to_end
     from vpuc.runtime.trace import run_trace, write_run_trace
@@ -113,6 +120,7 @@ def run_command(args) -> int:
     executable = load(args.artifact)
     if args.inputs:
         inputs, source = load_npz(args.inputs, executable.inputs), args.inputs
+        inputs = drop_bound_inputs(inputs, executable.artifact.bound_inputs, args.inputs)
     else:
         inputs, source = random_inputs(executable.inputs, args.seed), f"random (seed {args.seed})"
     if not args.allow_nonfinite:  # every artifact alike; a graph built for NaN (IsNaN) asks for it

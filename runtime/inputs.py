@@ -119,6 +119,27 @@ def _reason(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+def drop_bound_inputs(
+    arrays: dict[str, np.ndarray], bound: dict[str, np.ndarray], source: str
+) -> dict[str, np.ndarray]:
+    """An input file may still hold an input that --bind-input made a constant (the file
+    the model was checked with before): accepted when it holds the bound value, which the
+    artifact computes with; any other value is refused, since the artifact cannot use it."""
+    kept = dict(arrays)
+    for name, value in bound.items():
+        if name not in kept:
+            continue
+        given = np.asarray(kept.pop(name))
+        if given.shape != value.shape or not np.array_equal(given, value):
+            first = value.reshape(-1)[0] if value.size else None
+            shown = first if first is not None and np.all(value == first) else "its value"
+            raise InputError(
+                f"{source}: input '{name}' was bound at compile time (--bind-input {name}={shown}): "
+                "this artifact computes with that value only; drop it from the file or compile again"
+            )
+    return kept
+
+
 def check_inputs(
     specs: list[dict[str, Any]], arrays: dict[str, np.ndarray], source: str
 ) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ Steps, in order (each one a module here):
   names       nameless and repeated node names made unique (<OpType>_<index>)
   integer_ops DynamicQuantizeLinear-era integer ops (ConvInteger, MatMulInteger, ...) as
               standard ops
+  lstm        LSTM and com.microsoft.DynamicQuantizeLSTM unrolled over their static sequence
   fold        fold run-time shape arithmetic and attribute-like inputs to constants, and
               inline If nodes whose condition is a constant (if_inline)
   fixes       rewrite the ops TVM's importer converts wrongly into ONNX it converts right

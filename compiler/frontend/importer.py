@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import onnx
 import tvm
+from onnx import numpy_helper
 
 from vpuc.compiler import compat
 from vpuc.compiler.errors import FrontendError, last_line
@@ -22,6 +24,7 @@ from vpuc.compiler.frontend.fold import fold_shape_computations
 from vpuc.compiler.frontend.index_inputs import index_ranges
 from vpuc.compiler.frontend.integer_ops import decompose_integer_ops
 from vpuc.compiler.frontend.load import load_model
+from vpuc.compiler.frontend.lstm import unroll_lstms
 from vpuc.compiler.frontend.names import name_nodes
 from vpuc.compiler.frontend.qdq_check import check_qdq_onnx
 from vpuc.compiler.frontend.shapes import (
@@ -50,6 +53,8 @@ class ImportedModel:
     var_to_node: dict[str, str] = field(default_factory=dict)
     # integer ops written as standard ops (frontend/integer_ops.py): (node name, op type)
     decomposed_nodes: list[tuple[str, str]] = field(default_factory=list)
+    # --bind-input: the value each bound input became (the artifact keeps it for --check)
+    bound_inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def import_model(
@@ -61,9 +66,13 @@ def import_model(
     arithmetic (and constant Ifs), check support, import into Relax."""
     model, name = load_model(source)
     model = bind_inputs(model, name, bound_inputs or {})
+    bound_names = set(bound_inputs or {})
+    bound = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in bound_names}
     model = fix_input_shapes(model, name, input_shapes or {})  # a copy from here on
     name_nodes(model)
     model, decomposed = decompose_integer_ops(model)
+    model, unrolled = unroll_lstms(model)
+    decomposed += unrolled
     folded = fold_shape_computations(model, name)
     model, fixed = fix_ops(folded.model)
     if fixed:
@@ -80,6 +89,7 @@ def import_model(
     mod, var_to_node = _relax_import(model, name, inputs)
     imported = ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
     imported.decomposed_nodes = decomposed
+    imported.bound_inputs = bound
     return imported
 
 

@@ -3,8 +3,11 @@
     model -> prepare (the driver's stages before the host build) -> lower to kernels
           -> tasks (distinct kernels) -> MetaSchedule: evolutionary search over its default
              CPU design space, candidates built and timed on this machine
-          -> per task: the best candidate, checked against the default schedule
-             (same outputs on seeded inputs, and faster) -> the database (database.py)
+          -> per task, after each round that improved its best: that candidate, checked
+             against the default schedule (same outputs on seeded inputs, and at least
+             MIN_SPEEDUP times faster, both timed here) -> the database (database.py),
+             written at once: an interrupted tune (Ctrl-C, the budget) keeps every record
+             stored so far, and a rerun on the same database starts from them
 
 Budget: --trials N candidates in all (default TRIALS_PER_TASK per task) and/or
 --time-budget seconds, whichever ends first. The search runs in rounds (one task, at most
@@ -48,6 +51,8 @@ EVOLUTION_MIN_TRIALS_PER_TASK = 16  # below: random samples of the space (replay
 BUDGET_TRIALS_PER_ROUND = 8  # with --time-budget: rounds short enough to stop within 10 %
 MIN_SPEEDUP = 1.05  # a record is kept only when this much faster than the default
 TIMING_REPEATS = 20
+CHECK_GAIN = 1.05  # a task's new best is checked when this much faster than the last checked
+TIMING_MIN_REPEAT_MS = 2  # each timed repeat runs the kernel enough times to last this long
 VALIDATION_RTOL = 1e-4
 
 
@@ -73,6 +78,7 @@ class TuneResult:
     trials: int
     elapsed_s: float
     tasks: list[TaskOutcome] = field(default_factory=list)
+    resumed: int = 0  # tasks that already had a record in the database before this run
 
     @property
     def stored(self) -> int:
@@ -80,7 +86,8 @@ class TuneResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"database": str(self.database), "trials": self.trials, "elapsed_s": round(self.elapsed_s, 1),
-                "tasks": [t.to_json() for t in self.tasks], "stored": self.stored}  # fmt: skip
+                "tasks": [t.to_json() for t in self.tasks], "stored": self.stored,
+                "resumed": self.resumed}  # fmt: skip
 
 
 def tune_model(
@@ -103,12 +110,13 @@ def tune_model(
 def tune_tasks(
     model_name: str, tasks: list[Task], host: HostTarget, db_dir: str | Path,
     trials: int | None = None, time_budget_s: float | None = None, seed: int = 0,
-    progress: bool = True, min_speedup: float = MIN_SPEEDUP,
+    progress: bool = True, min_speedup: float | None = None,
 ) -> TuneResult:  # fmt: skip
-    """Search schedules for `tasks` and store the validated winners in `db_dir` (a record
-    is a winner when it is at least `min_speedup` times faster than the default schedule;
-    tests pass 0 to store whatever was found)."""
+    """Search schedules for `tasks` and store the validated winners in `db_dir` as they are
+    found (a record is a winner when it is at least `min_speedup`, default MIN_SPEEDUP,
+    times faster than the default schedule; tests pass 0 to store whatever was found)."""
     ms = compat.metaschedule()
+    min_speedup = MIN_SPEEDUP if min_speedup is None else min_speedup
     db = tuning_db.open_for_tuning(db_dir, host)
     trials = trials if trials is not None else TRIALS_PER_TASK * len(tasks)
     if trials < 1:
@@ -118,56 +126,69 @@ def tune_tasks(
     evolve = trials >= EVOLUTION_MIN_TRIALS_PER_TASK * len(tasks)
     with tempfile.TemporaryDirectory(prefix="vpuc-tune-") as work:
         work_db = ms.database.JSONDatabase(work_dir=work, module_equality="structural")
+        keepers = [_Keeper(task, work_db, db, host, model_name, min_speedup) for task in tasks]
+        resumed = sum(k.resume(ms) for k in keepers)
+        _save_uninterrupted(db)  # the database exists from the start, whole at every moment
         per_iter = max(1, min(MAX_TRIALS_PER_ITER, trials // max(len(tasks), 1)))
         if time_budget_s is not None:  # short rounds: the budget is checked between them
             per_iter = min(per_iter, BUDGET_TRIALS_PER_ROUND)
         bar = _Progress(len(tasks), trials, time_budget_s, enabled=progress)
         builder = ms.builder.LocalBuilder(max_workers=host.num_cores, initializer=compat.metaschedule)
+        runner = ms.runner.LocalRunner(initializer=compat.metaschedule)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), bar.callback(ms)]
         try:
-            with bar:
+            with bar, _StopOnInterrupt() as stop:
                 _search_in_rounds(
-                    ms, tasks, host, work, work_db, builder, callbacks, bar, trials, per_iter,
-                    None if time_budget_s is None else start + time_budget_s, seed, evolve,
+                    ms, keepers, host, work, work_db, builder, runner, callbacks, bar, trials,
+                    per_iter, None if time_budget_s is None else start + time_budget_s, seed, evolve,
+                    stop,
                 )  # fmt: skip
         except CompileError:
             raise
         except Exception as exc:  # TVM's errors from the search
             raise CompileError(f"{model_name}: tuning failed: {last_line(exc)}") from None
-        outcomes = [_keep_best(task, work_db, db, host, model_name, min_speedup) for task in tasks]
-    tuning_db.save(db)
-    return TuneResult(Path(db_dir), bar.trials, time.perf_counter() - start, outcomes)
+        finally:
+            runner.pool.shutdown(wait=False)
+        if stop.requested:  # every record stored so far is on disk, whole
+            raise KeyboardInterrupt
+        outcomes = [k.finish() for k in keepers]
+    return TuneResult(Path(db_dir), bar.trials, time.perf_counter() - start, outcomes, resumed)
 
 
 def _search_in_rounds(
-    ms, tasks, host, work, work_db, builder, callbacks, bar, trials, per_iter, deadline, seed, evolve
-) -> None:
+    ms, keepers, host, work, work_db, builder, runner, callbacks, bar, trials, per_iter, deadline, seed,
+    evolve, stop,
+) -> None:  # fmt: skip
     """Round-robin over the tasks, `per_iter` candidates of one task per MetaSchedule call, all
-    into one database (the evolutionary search starts from its measured best). The deadline
-    is checked between calls, before starting one that the longest call so far says would
-    end past it: nothing of TVM's is terminated mid-task."""
+    into one database (the evolutionary search starts from its measured best); after each
+    call, a better best is checked and stored (`_Keeper.update`). The deadline is checked
+    between calls, before starting one that the longest call so far says would end past
+    it: nothing of TVM's is terminated mid-task. A Ctrl-C (`stop`) ends the search there too."""
     remaining, longest, exhausted, round_index = trials, 0.0, set(), 0
-    while remaining > 0 and len(exhausted) < len(tasks):
-        for i, task in enumerate(tasks):
+    while remaining > 0 and len(exhausted) < len(keepers):
+        for i, keeper in enumerate(keepers):
             if remaining <= 0 or i in exhausted:
                 continue
             now = time.perf_counter()
+            if stop.requested:
+                return
             if deadline is not None and now + longest > deadline:
                 bar.stopped = True
                 return
             n = min(per_iter, remaining)
             before = bar.trials
             context = ms.TuneContext(
-                mod=task.mod, target=host.target, space_generator="post-order-apply",
-                search_strategy=_strategy(ms, evolve), task_name=task.name,
+                mod=keeper.task.mod, target=host.target, space_generator="post-order-apply",
+                search_strategy=_strategy(ms, evolve), task_name=keeper.task.name,
                 rand_state=seed + i + 7919 * round_index, num_threads=host.num_cores,
             )  # fmt: skip
             ms.tune_tasks(
                 tasks=[context], task_weights=[1.0], work_dir=work, max_trials_global=n,
                 max_trials_per_task=n, num_trials_per_iter=n, builder=builder,
-                runner=ms.runner.LocalRunner(initializer=compat.metaschedule), database=work_db,
+                runner=runner, database=work_db,
                 cost_model="random", measure_callbacks=callbacks, task_scheduler="round-robin",
             )  # fmt: skip
+            keeper.update()
             longest = max(longest, time.perf_counter() - now)
             measured = bar.trials - before
             remaining -= max(measured, 1)
@@ -182,36 +203,149 @@ def _strategy(ms, evolve: bool):
     return ms.search_strategy.EvolutionarySearch(population_size=POPULATION, genetic_num_iters=GENETIC_ITERS)
 
 
-def _keep_best(task: Task, work_db, db, host: HostTarget, model_name: str, min_speedup: float) -> TaskOutcome:
-    """Store the task's best candidate if it computes what the default schedule computes
-    and runs faster than it."""
-    outcome = TaskOutcome(task.name, task.weight)
-    records = work_db.get_top_k(work_db.commit_workload(task.mod), 1)
-    if not records:
-        outcome.reason = "no valid candidate measured"
-        return outcome
-    record = records[0]
-    default = default_schedule(task.mod["main"], _options(host))
+class _Keeper:
+    """One task's best so far: each new best MetaSchedule measured is checked against the
+    default schedule (same outputs, faster, both timed by `_run`) and, when it wins, stored
+    in the database on disk at once."""
+
+    def __init__(self, task: Task, work_db, db, host: HostTarget, model_name: str, min_speedup: float):
+        self.task, self.work_db, self.db, self.host = task, work_db, db, host
+        self.model_name, self.min_speedup = model_name, min_speedup
+        self.outcome = TaskOutcome(task.name, task.weight)
+        self.checked_secs = float("inf")  # MetaSchedule's figure of the last best checked
+        self.default: tuple[list[np.ndarray], float] | None = None
+        self.earlier_us: float | None = None  # the stored record's tuned latency (a rerun)
+        self.min_check_gain = max(min_speedup, CHECK_GAIN)
+
+    def resume(self, ms) -> bool:
+        """Seed the search with the record an earlier run stored, if any (True)."""
+        records = self.db.records
+        if not records.has_workload(self.task.mod):
+            return False
+        found = records.get_top_k(records.commit_workload(self.task.mod), 1)
+        if not found:
+            return False
+        old = found[0]
+        workload = self.work_db.commit_workload(self.task.mod)
+        self.work_db.commit_tuning_record(
+            ms.database.TuningRecord(old.trace, workload, old.run_secs, old.target, old.args_info)
+        )
+        entry = self.db.tasks.get(str(compat.structural_hash(self.task.mod)), {})
+        self.outcome.stored, self.outcome.reason = True, "kept: stored by an earlier run"
+        self.outcome.default_us, self.outcome.tuned_us = entry.get("default_us"), entry.get("tuned_us")
+        self.earlier_us = entry.get("tuned_us")
+        self.checked_secs = _mean_secs(old)
+        return True
+
+    def update(self) -> None:
+        records = self.work_db.get_top_k(self.work_db.commit_workload(self.task.mod), 1)
+        # a check builds and times two kernels: only for a best clearly better than the last
+        if not records or _mean_secs(records[0]) * self.min_check_gain > self.checked_secs:
+            return
+        self.checked_secs = _mean_secs(records[0])
+        self._check(records[0])
+
+    def finish(self) -> TaskOutcome:
+        if self.checked_secs == float("inf") and not self.outcome.reason:
+            self.outcome.reason = "no valid candidate measured"
+        return self.outcome
+
+    def _check(self, record) -> None:
+        outcome = TaskOutcome(self.task.name, self.task.weight)
+        try:
+            tuned = self.work_db.query_schedule(self.task.mod, self.host.target, "main").mod["main"]
+            tuned_out, outcome.tuned_us = _run(tuned, self.host)
+            if self.default is None:
+                self.default = _run(default_schedule(self.task.mod["main"], _options(self.host)), self.host)
+            default_out, outcome.default_us = self.default
+        except Exception as exc:  # a candidate that does not replay, build or run here
+            self._reject(outcome, f"does not run: {last_line(exc)}")
+            return
+        if not _same(tuned_out, default_out):
+            self._reject(outcome, "wrong results (differs from the default schedule): discarded")
+            return
+        speedup = outcome.default_us / outcome.tuned_us if outcome.tuned_us > 0 else float("inf")
+        verdict = f"{speedup:.2f}x the default schedule's speed (applied from {self.min_speedup:.2f}x)"
+        if speedup < self.min_speedup:
+            self._reject(outcome, verdict)
+            return
+        if self.earlier_us is not None and outcome.tuned_us >= self.earlier_us:
+            return  # the earlier run's record is as fast: keep it (and its outcome)
+        # the record rewritten onto the database's own workload: its pruning keeps one best
+        # per workload object, and the search's workload is another object
+        workload = self.db.records.commit_workload(self.task.mod)
+        self.db.records.commit_tuning_record(
+            compat.metaschedule().database.TuningRecord(
+                record.trace, workload, record.run_secs, record.target, record.args_info
+            )
+        )
+        self.db.tasks[str(compat.structural_hash(self.task.mod))] = {
+            "kernel": self.task.name, "model": self.model_name,
+            "default_us": _round(outcome.default_us), "tuned_us": _round(outcome.tuned_us),
+        }  # fmt: skip
+        _save_uninterrupted(self.db)
+        outcome.stored, outcome.reason = True, verdict
+        self.earlier_us, self.outcome = outcome.tuned_us, outcome
+
+    def _reject(self, outcome: TaskOutcome, reason: str) -> None:
+        if not self.outcome.stored:  # a stored record stays the task's outcome
+            outcome.reason = reason
+            self.outcome = outcome
+
+
+def _mean_secs(record) -> float:
+    secs = [float(s) for s in (record.run_secs or [])]
+    return sum(secs) / len(secs) if secs else float("inf")
+
+
+class _StopOnInterrupt:
+    """Ctrl-C during the search asks it to stop after the current MetaSchedule call (a
+    KeyboardInterrupt raised inside TVM's C++ can abort the process); a second Ctrl-C
+    interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.previous = None
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _handle(self, signum, frame) -> None:
+        import signal
+        import sys
+
+        if self.requested:
+            signal.signal(signal.SIGINT, self.previous)
+            raise KeyboardInterrupt
+        self.requested = True
+        print("vpuc tune: stopping after this round (records so far are kept); Ctrl-C again stops at once",
+              file=sys.stderr)  # fmt: skip
+
+
+def _save_uninterrupted(db) -> None:
+    """Write the database with Ctrl-C held back until the files are whole."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        tuning_db.save(db)
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        tuned = work_db.query_schedule(task.mod, host.target, "main").mod["main"]
-        tuned_out, outcome.tuned_us = _run(tuned, host)
-        default_out, outcome.default_us = _run(default, host)
-    except Exception as exc:  # a candidate that does not replay, build or run here
-        outcome.reason = f"does not run: {last_line(exc)}"
-        return outcome
-    if not _same(tuned_out, default_out):
-        outcome.reason = "wrong results (differs from the default schedule): discarded"
-        return outcome
-    if outcome.tuned_us * min_speedup > outcome.default_us:
-        outcome.reason = "not faster than the default schedule"
-        return outcome
-    db.records.commit_workload(task.mod)
-    db.records.commit_tuning_record(record)
-    key = str(compat.structural_hash(task.mod))
-    db.tasks[key] = {"kernel": task.name, "model": model_name, "default_us": _round(outcome.default_us),
-                     "tuned_us": _round(outcome.tuned_us)}  # fmt: skip
-    outcome.stored = True
-    return outcome
+        tuning_db.save(db)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _options(host: HostTarget):
@@ -234,7 +368,9 @@ def _run(kernel: tvm.tirx.PrimFunc, host: HostTarget) -> tuple[list[np.ndarray],
     tensors = [tvm.runtime.tensor(a) for a in args]
     lib["main"](*tensors)
     outputs = [t.numpy() for t in tensors]
-    timer = lib.time_evaluator("main", tvm.cpu(), number=1, repeat=TIMING_REPEATS)
+    timer = lib.time_evaluator(
+        "main", tvm.cpu(), number=1, repeat=TIMING_REPEATS, min_repeat_ms=TIMING_MIN_REPEAT_MS
+    )
     return outputs, float(np.median(timer(*tensors).results)) * 1e6
 
 

@@ -5,11 +5,13 @@ point (a pipe, a memory limit, the umask, stdout that is not a terminal)."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -230,3 +232,82 @@ def test_compile_help_names_the_default_target(capsys):
         cli.main(["compile", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "default: cpu" in text and "--target vpu" in text
+
+
+# --- item 11: checks and messages on real models (the CLI as a subprocess) -------------------
+
+
+def _vad_like(path):
+    """If(sr == 16000) {x * 2} else {reshape(x, 2x8)} -> Relu: the output's shape says which
+    sample rate the model ran with."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+    from corpus import vad_like
+
+    onnx.save(vad_like(), path)
+    return path
+
+
+@pytest.mark.parametrize("target", ["cpu", "vpu"])
+def test_an_artifact_with_a_bound_input_can_be_checked(tmp_path, target):
+    """Item 11 (a): --check feeds the bound value to the reference (8000: the else branch, a
+    2x8 output; without it onnxruntime refuses, with 16000 the shapes differ)."""
+    model, artifact = _vad_like(tmp_path / "vad.onnx"), tmp_path / "vad.vpub"
+    compiled = _process("compile", model, "--target", target, "--bind-input", "sr=8000", "-o", artifact)
+    assert compiled.returncode == 0, compiled.stderr
+    checked = _process("run", artifact, "--check", model, "--json")
+    assert checked.returncode == 0, checked.stderr
+    report = json.loads(checked.stdout)
+    assert report["check"]["passed"], report["check"]
+    rows = report["check"]["float"]["outputs"]
+    assert [r["name"] for r in rows] == ["y"] and rows[0]["max_abs_err"] <= 0.05, rows
+
+
+def test_an_input_file_may_hold_the_bound_value_only(tmp_path):
+    """Item 11 (a): the inputs the unbound model was checked with still run (sr equal to
+    the bound value); another sample rate is refused in one line, exit 2."""
+    model, artifact = _vad_like(tmp_path / "vad.onnx"), tmp_path / "vad.vpub"
+    assert _process("compile", model, "--bind-input", "sr=8000", "-o", artifact).returncode == 0
+    x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+    same, other = tmp_path / "same.npz", tmp_path / "other.npz"
+    np.savez(same, x=x, sr=np.array([8000], np.int64))
+    np.savez(other, x=x, sr=np.array([16000], np.int64))
+    checked = _process("run", artifact, "--inputs", same, "--check", model, "--json")
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["check"]["passed"]
+    _one_line(_process("run", artifact, "--inputs", other), 2, "other.npz", "'sr'", "--bind-input sr=8000")
+
+
+def test_every_input_without_a_static_shape_is_named_in_one_line(tmp_path):
+    """Item 11 (b): a named symbolic dim, another, and an unnamed unknown one: one compile,
+    one line with the three flags (the static input needs none), then the compile works."""
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, "T"]),
+              helper.make_tensor_value_info("c", TensorProto.FLOAT, [None, 4]),
+              helper.make_tensor_value_info("d", TensorProto.FLOAT, [1, 4])]  # fmt: skip
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph(
+        [helper.make_node("Sum", ["a", "b", "c", "d"], ["y"], name="sum")], "g", inputs, [y]
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    line = _one_line(
+        _process("compile", model, "-o", tmp_path / "m.vpub"), 2,
+        "m.onnx", "--input-shape a=", "--input-shape b=", "--input-shape c=",
+    )  # fmt: skip
+    assert "--input-shape d=" not in line
+    fixed = _process("compile", model, "-o", tmp_path / "m.vpub", "--input-shape", "a=1x4",
+                     "--input-shape", "b=1x4", "--input-shape", "c=1x4")  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_the_floor_refusal_on_synthetic_data_says_so(zoo_dir, tmp_path):
+    """Item 11 (c): no --calib, a floor the model cannot reach: one line saying the samples
+    were synthetic and showing --calib, each kept layer named once."""
+    line = _one_line(
+        _process("compile", zoo_dir / "tinyconvnet.onnx", "--target", "vpu", "--min-sqnr", "140",
+                 "-o", tmp_path / "m.vpub"),
+        2, "synthetic", "--calib X.npz", "below --min-sqnr 140",
+    )  # fmt: skip
+    if "layer(s) in float (" in line:
+        names = line.split("layer(s) in float (", 1)[1].split(")", 1)[0].split(", ")
+        assert len(names) == len(set(names)), line
