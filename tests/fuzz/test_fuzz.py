@@ -2,7 +2,7 @@
 onnxruntime (tests/fuzz/fuzz_check.py has the property and the tolerances).
 
     cpu        float graphs (fuzz_graphs.float_graphs) against onnxruntime's float answer
-    vpu, vpu-plus   the same graphs quantised by onnxruntime's quantize_static (QDQ), against
+    vpu, vpu-plus, u55-256   the same graphs quantised by onnxruntime's quantize_static (QDQ), against
                onnxruntime on that QDQ model, within 1 LSB of each output's quantisation
 
 CI runs a bounded, derandomised number of examples; many more, with fresh randomness:
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase as ExampleDatabase
 
 LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
-CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12}
+CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12, "u55-256": 6}
 
 
 def _settings(target: str):
@@ -49,7 +49,7 @@ def test_cpu_matches_onnxruntime(graph):
     check_example(model, "cpu", random_inputs(model, seed), "float", "test_cpu_matches_onnxruntime")
 
 
-@pytest.mark.parametrize("target", ["vpu", "vpu-plus"])
+@pytest.mark.parametrize("target", ["vpu", "vpu-plus", "u55-256"])
 def test_vpu_matches_qdq_reference(target):
     @_settings(target)
     @given(qdq_graphs())
