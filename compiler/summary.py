@@ -44,8 +44,8 @@ def onnx_macs(model: onnx.ModelProto) -> dict[str, int]:
         elif node.op_type == "Gemm":
             trans_b = next((a.i for a in node.attribute if a.name == "transB"), 0)
             found[node.name] = math.prod(out) * (weight[1] if trans_b else weight[0])
-        else:
-            found[node.name] = math.prod(out) * weight[-2]
+        else:  # MatMul: a 1-D second input is a vector of k (numpy's matmul; a fuzzer finding)
+            found[node.name] = math.prod(out) * (weight[-2] if len(weight) >= 2 else weight[0])
     return found
 
 

@@ -104,3 +104,22 @@ def test_layers_are_charged_by_the_frontier_rule():
         (0, 60),
         (50, 0),
     ]
+
+
+def test_macs_of_a_matmul_by_a_vector():
+    """MatMul(x[2, 3, 5], w[5]) is numpy's matrix-vector product: out [2, 3], 5 MACs each, 30
+    in all (the MAC share crashed on the 1-D weight: fuzzer case vpu-plus-73f4afaa0e)."""
+    from onnx import numpy_helper
+
+    from vpuc.compiler.summary import onnx_macs
+
+    weight = numpy_helper.from_array(np.ones(5, np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mv")],
+        "mv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert onnx_macs(model) == {"mv": 30}

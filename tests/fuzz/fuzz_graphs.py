@@ -3,7 +3,9 @@
 A graph starts from one input of random rank and shape (batch 1-3) and grows a few ops, each
 drawn among those valid for the tensor at hand: Conv (kernel, stride, pads, dilation,
 groups, auto_pad), MaxPool/AveragePool (ceil_mode, count_include_pad, dilation), global
-pooling, BatchNormalization, elementwise binaries with broadcasting (a constant, a second
+pooling, BatchNormalization, MobileNetV3's hard-swish (HardSigmoid and Mul, HardSwish, or
+PyTorch's x * Clip(x + 3, 0, 6) / 6) and squeeze-excite block (GlobalAveragePool, two 1x1
+Convs, HardSigmoid, a per-channel Mul), elementwise binaries with broadcasting (a constant, a second
 graph input or an earlier tensor), activations, Softmax, Gemm/MatMul, the views (Flatten,
 Reshape, Squeeze, Unsqueeze), Transpose, Concat, Slice, Pad, Reduce*; and, one graph in four,
 a classifier's head at the end (Flatten, Gemm, Softmax over the classes). Output shapes come from ONNX's own shape inference
@@ -197,6 +199,38 @@ def unary(draw, g: Graph, x: str):
     op = draw(st.sampled_from(sorted(UNARY)))
     attrs = {k: draw(st.floats(lo, hi)) for k, (lo, hi) in UNARY[op].items()}
     return g.node(op, [x], **attrs)
+
+
+def hard_swish(draw, g: Graph, x: str):
+    """x * HardSigmoid(x) in the three forms exporters write (MobileNetV3, PP-OCR)."""
+    form = draw(st.sampled_from(["hardsigmoid_mul", "hardswish", "clip_div"]))
+    if form == "hardswish":
+        return g.node("HardSwish", [x])
+    if form == "hardsigmoid_mul":
+        gate = g.node("HardSigmoid", [x], alpha=1 / 6, beta=0.5)
+    else:
+        shifted = g.node("Add", [x, g.const(np.float32(3.0), "c")])
+        clipped = shifted and g.node(
+            "Clip", [shifted, g.const(np.float32(0.0), "lo"), g.const(np.float32(6.0), "hi")]
+        )
+        gate = clipped and g.node("Div", [clipped, g.const(np.float32(6.0), "c")])
+    return gate and g.node("Mul", [x, gate])
+
+
+def squeeze_excite(draw, g: Graph, x: str):
+    """GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid -> Mul with x, the
+    gate broadcast over H and W (MobileNetV3's SE block; Paddle's slope 0.2)."""
+    c = g.shapes[x][1]
+    squeezed = max(1, c // draw(st.sampled_from([1, 2, 4])))
+    pooled = g.node("GlobalAveragePool", [x])
+    w1, b1 = g.const(weights(g, (squeezed, c, 1, 1), c)), g.const(weights(g, (squeezed,), 1), "b")
+    hidden = pooled and g.node("Conv", [pooled, w1, b1])
+    hidden = hidden and g.node("Relu", [hidden])
+    w2, b2 = g.const(weights(g, (c, squeezed, 1, 1), squeezed)), g.const(weights(g, (c,), 1), "b")
+    scale = hidden and g.node("Conv", [hidden, w2, b2])
+    alpha = draw(st.sampled_from([0.2, 1 / 6]))
+    gate = scale and g.node("HardSigmoid", [scale], alpha=alpha, beta=0.5)
+    return gate and g.node("Mul", [x, gate])
 
 
 def clip(draw, g: Graph, x: str):
@@ -401,10 +435,11 @@ def reduce(draw, g: Graph, x: str):
 
 
 OPS_BY_RANK = {
-    4: [conv, conv, pool, global_pool, batch_norm, flatten],
+    4: [conv, conv, pool, global_pool, batch_norm, flatten, squeeze_excite],
     2: [gemm, gemm],
 }
 ANY_RANK = [
+    hard_swish,
     unary,
     unary,
     clip,

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase as ExampleDatabase
 
 LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
-CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12, "u55-256": 12}
+CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12, "u55-256": 6}
 
 
 def _settings(target: str):
