@@ -34,6 +34,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from vpuc.compiler import compat
+from vpuc.compiler.lower.codegen.kernel_split import split_reason
 from vpuc.compiler.partition.opview import op_name
 from vpuc.targets import Target
 
@@ -211,6 +212,12 @@ class _Decomposer(PyExprMutator):
         stride_max = int(limits.get("stride", [1, 3])[1])
         height, width = shape[axes[0]], shape[axes[1]]
         plan_h, plan_w = stages(height, kernel_max, stride_max), stages(width, kernel_max, stride_max)
+        # one conv over the whole window, its kernel rows as sub-kernels accumulated in int32
+        # (kernel_split.py): the mean's own single rounding, where staging would add more
+        window = (height, width)
+        split, _ = split_reason(window, (0, 0, 0, 0), (1, 1), (1, 1), window, (1, 1), self.target)
+        if split is not None:
+            plan_h, plan_w = [height], [width]
         if plan_h is None or plan_w is None:
             self._note(
                 var,
@@ -260,6 +267,8 @@ class _Decomposer(PyExprMutator):
         steps = " -> ".join(f"{kh}x{kw}" for kh, kw in zip(plan_h, plan_w, strict=True))
         rounding = f"near: {count - 1} intermediate rounding(s)"
         how = "exact up to the requantisation" if count == 1 else rounding
+        if split is not None:
+            how = f"{how}; {split}"
         self._note(var, f"mean over {height}x{width} as depthwise conv {steps} with weights 1/window ({how})")
         return current
 
