@@ -16,6 +16,9 @@ from test_whole_models import TARGETS, _int8_input, _qdq, _run_check
 
 from vpuc.compiler import compile_model
 from vpuc.examples.graph_builder import GraphBuilder
+from vpuc.targets import load_target
+from vpuc.targets.isa.formats import Conv
+from vpuc.targets.isa.program import Program
 
 
 def _kws_like(nchw: bool, channels: int = 8) -> onnx.ModelProto:
@@ -70,7 +73,24 @@ def test_a_kws_first_conv_and_its_pool_run_on_the_vpu_decomposed(vpuc, tmp_path,
     if nchw:  # the NHWC form's int8 input views stay where the layout change leaves them
         host = [n for n, o in ops.items() if o["device"] == "cpu"]
         assert host == ["logits_DequantizeLinear"], host
+    _assert_convs_within_the_limits(artifact, target)
     _run_check(vpuc, artifact.save(tmp_path / "m.vpub"), model)
+
+
+def _assert_convs_within_the_limits(artifact, target: str) -> None:
+    """Every conv instruction of the programs keeps the target's kernel and padding limits."""
+    limits = load_target(target).op_limits("conv2d")
+    kernel_max, pad_max = limits["kernel"][1], limits["padding"][1]
+    convs = [
+        i
+        for entry in artifact.manifest["vpu_programs"]
+        for i in Program.from_bytes(artifact.members[entry["program"]]).instructions
+        if isinstance(i, Conv)
+    ]
+    assert any(i.accumulate for i in convs)  # the sub-kernels add onto one accumulator
+    for i in convs:
+        assert max(i.kernel_h, i.kernel_w) <= kernel_max, i
+        assert max(i.pad_top, i.pad_bottom, i.pad_left, i.pad_right) <= pad_max, i
 
 
 def _one_conv(kernel, pads) -> onnx.ModelProto:
