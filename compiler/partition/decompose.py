@@ -268,7 +268,7 @@ class _Decomposer(PyExprMutator):
         rounding = f"near: {count - 1} intermediate rounding(s)"
         how = "exact up to the requantisation" if count == 1 else rounding
         if split is not None:
-            how = f"{how}; {split}"
+            how = f"{how}; one conv, its kernel rows as sub-kernels accumulated in int32"
         self._note(var, f"mean over {height}x{width} as depthwise conv {steps} with weights 1/window ({how})")
         return current
 

@@ -134,8 +134,8 @@ def split_reason(kernel, padding, strides, dilation, in_hw, out_hw, target) -> t
             f"no decomposition: no sub-kernels of at most {kernel_max} rows cover the {kh}-row kernel "
             f"with at most {pad_max} rows of padding (some outputs read too much padding)"
         )
-    sizes = " + ".join(f"{p.rows[1] - p.rows[0]}x{kw}" for p in sorted(pieces, key=lambda p: p.rows))
+    sizes = " + ".join(str(p.rows[1] - p.rows[0]) for p in sorted(pieces, key=lambda p: p.rows))
     return (
         f"decomposed: {kh}x{kw} kernel with padding {list(padding)} as {len(pieces)} sub-kernels "
-        f"({sizes} rows) accumulated in int32, requantised once (exact)"
+        f"({sizes} of its {kh} rows) accumulated in int32, requantised once (exact)"
     ), None
