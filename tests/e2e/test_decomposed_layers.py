@@ -114,3 +114,36 @@ def test_a_conv_no_decomposition_covers_stays_on_the_host_with_the_reason(tmp_pa
     assert ops["conv"]["device"] == "cpu"
     reason = ops["conv"]["reason"]
     assert why in reason and ("Kernel height and width" in reason or "Padding must" in reason), reason
+
+
+def _pool_net(pads, count_include_pad: int) -> onnx.ModelProto:
+    """conv, then a 10x3 average pool (past every target's pool window, 8) that is not over
+    the whole map."""
+    b = GraphBuilder("big_pool", seed=6)
+    y = b.op("Relu", [b.conv("x", "conv", 2, 4)], "relu")
+    y = b.op(
+        "AveragePool", [y], "pool", kernel_shape=[10, 3], strides=[2, 1], pads=pads,
+        count_include_pad=count_include_pad,
+    )  # fmt: skip
+    out_h, out_w = (20 + pads[0] + pads[2] - 10) // 2 + 1, 6 + pads[1] + pads[3] - 2
+    return b.model({"x": [1, 2, 20, 6]}, {y: [1, 4, out_h, out_w]})
+
+
+@pytest.mark.parametrize("target", ["vpu-plus", "u55-256"])
+def test_an_average_pool_past_the_window_limit_is_a_depthwise_conv(vpuc, tmp_path, target):
+    _, qdq_path = _qdq(_pool_net([2, 0, 2, 0], 1), tmp_path, [1, 2, 20, 6])
+    artifact = compile_model(qdq_path, target=target, profitability=False)
+    ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
+    assert ops["pool"]["device"] == "vpu", ops["pool"]["reason"]
+    assert "AveragePool 10x3 as a depthwise conv" in ops["pool"]["reason"]
+    assert "decomposed: 10x3 kernel" in ops["pool"]["reason"]
+    _run_check(vpuc, artifact.save(tmp_path / "m.vpub"), qdq_path)
+
+
+def test_an_average_pool_whose_padded_windows_divide_by_fewer_stays_on_the_host(tmp_path):
+    _, qdq_path = _qdq(_pool_net([2, 0, 2, 0], 0), tmp_path, [1, 2, 20, 6])
+    artifact = compile_model(qdq_path, target="vpu-plus", profitability=False, reference=False)
+    ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
+    assert ops["pool"]["device"] == "cpu"
+    assert "Pooling window must be between 1 and 8" in ops["pool"]["reason"], ops["pool"]["reason"]
+    assert "count_include_pad=0" in ops["pool"]["reason"], ops["pool"]["reason"]
