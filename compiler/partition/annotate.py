@@ -21,6 +21,7 @@ from tvm import relax
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from vpuc.compiler.errors import InternalError, first_line
+from vpuc.compiler.lower.codegen.kernel_split import split_reason
 from vpuc.compiler.lower.codegen.oracle import fit
 from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_view
@@ -37,6 +38,7 @@ class Annotation:
     """What the checks decided, by binding name."""
 
     refusals: dict[str, list[str]] = field(default_factory=dict)  # var -> reasons
+    notes: dict[str, str] = field(default_factory=dict)  # var -> how the VPU covers it (decomposed: ...)
     _taken: dict[int, list[str]] = field(default_factory=dict)  # root expr hash -> vars
 
     def refuse(self, var: str, reason: str) -> None:
@@ -81,7 +83,7 @@ def _fusion_pattern(
         seen = {**bound, **dict(ctx.matched_bindings.items())}
         # The core's own output has its input's layout (ops with a layout attribute say
         # theirs); its input may be a var an earlier composite just created, unknown here.
-        refusals = _violations(ctx, core, core_name, target, layouts.get(core_name), seen)
+        refusals = _violations(ctx, core, core_name, target, layouts.get(core_name), seen, annotation.notes)
         for var, reason in refusals:
             annotation.refuse(var, reason)
         if refusals:
@@ -96,10 +98,11 @@ def _fusion_pattern(
 
 
 def _violations(
-    ctx: PatternCheckContext, core, core_name: str, target: Target, layout: str | None, bound
+    ctx: PatternCheckContext, core, core_name: str, target: Target, layout: str | None, bound, notes
 ) -> list[tuple[str, str]]:
     """(binding name, reason) for every check the match fails: the core's, then the fused
-    activation's (each against its own kind's limits)."""
+    activation's (each against its own kind's limits). A conv past the kernel or padding
+    limits that sub-kernels cover passes, with a note saying how (kernel_split.py)."""
     act = ctx.annotated_expr.get("act")
     ops = [(core, core_name, act)]
     if act is not None:
@@ -111,11 +114,32 @@ def _violations(
             refusals.append((name, not_listed_reason(view.kind, target)))
             continue
         limits = target.op_limits(view.kind)
-        violations = [(name, v.reason) for v in check_op(view, limits, target.hardware)]
+        found = check_op(view, limits, target.hardware)
+        reasons = [v.reason for v in found]
+        if view.kind == "conv2d" and any(v.constraint.key in SPLIT_KEYS for v in found):
+            reasons = _split(view, name, target, found, notes)
+        violations = [(name, reason) for reason in reasons]
         if not violations and limits.get("fits_sram"):
             violations = _planner_refusal(view, name, target)
         refusals += violations
     return refusals
+
+
+SPLIT_KEYS = ("kernel", "padding")
+
+
+def _split(view, name: str, target: Target, found, notes) -> list[str]:
+    """The reasons left when the kernel and padding checks are answered by sub-kernels."""
+    attrs = view.attrs
+    note, why_not = split_reason(
+        tuple(attrs.get("kernel", (1, 1))), tuple(attrs.get("padding", (0, 0, 0, 0))),
+        tuple(attrs.get("strides", (1, 1))), tuple(attrs.get("dilation", (1, 1))),
+        view.input_shape(0)[2:], view.output_shape[2:], target,
+    )  # fmt: skip
+    if note is not None:
+        notes[name] = note
+        return [v.reason for v in found if v.constraint.key not in SPLIT_KEYS]
+    return [f"{v.reason} ({why_not})" if v.constraint.key in SPLIT_KEYS else v.reason for v in found]
 
 
 def _planner_refusal(view, name: str, target: Target) -> list[tuple[str, str]]:

@@ -5,11 +5,15 @@ ops it has, where that is exact or near (Vela does the same: Mean becomes a dept
         -> mean(x, H and W, keepdims)                                    exact   global_avg_pool
     mean(x, H and W) on a target without global_avg_pool
         -> depthwise conv2d(x, 1/(kh*kw)) [-> ... ]  -> 1x1 per channel   near    conv2d
-           one conv when H and W fit the conv's kernel limit; else stages of
+           one conv when W fits the conv's kernel limit (H past it: sub-kernels of
+           kernel rows accumulated in int32, codegen/kernel_split.py); else stages of
            non-overlapping windows (kernel = stride within the stride limit), the last
            covering what is left; between stages the tensor keeps x's int8 parameters
            (in a QDQ module only where that rounding stays within half a step of the
            mean's own quantisation: the model's QDQ answer stays within 1 LSB)
+    avg_pool2d(x) past the target's pool window or padding limits, no padding or padding
+    counted (count_include_pad), no ceil_mode or dilation
+        -> depthwise conv2d(x, 1/(kh*kw), the pool's strides and padding)  exact   conv2d
 
 In a QDQ module the conv's weight is dequantize(1 (int8), scale 1/(kh*kw) per channel), and
 the requantisation is the mean's own: exact up to the rounding of the requantisation scale
@@ -34,6 +38,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from vpuc.compiler import compat
+from vpuc.compiler.lower.codegen.kernel_split import split_reason
 from vpuc.compiler.partition.opview import op_name
 from vpuc.targets import Target
 
@@ -119,6 +124,12 @@ class _Decomposer(PyExprMutator):
             self.set_var_remap(binding.var, new)
             return
         axes = _spatial(value) if isinstance(value, relax.Call) else None
+        dataflow = isinstance(binding.var, relax.DataflowVar)
+        if axes is None and dataflow and op_name(value) == "relax.nn.avg_pool2d":
+            expr = self._pool_as_conv(binding.var, value)
+            if expr is not None:
+                self.set_var_remap(binding.var, self.builder_.emit(expr, name_hint=binding.var.name))
+                return
         if axes is None or not isinstance(binding.var, relax.DataflowVar):
             super().visit_var_binding_(binding)
             return
@@ -211,6 +222,12 @@ class _Decomposer(PyExprMutator):
         stride_max = int(limits.get("stride", [1, 3])[1])
         height, width = shape[axes[0]], shape[axes[1]]
         plan_h, plan_w = stages(height, kernel_max, stride_max), stages(width, kernel_max, stride_max)
+        # one conv over the whole window, its kernel rows as sub-kernels accumulated in int32
+        # (kernel_split.py): the mean's own single rounding, where staging would add more
+        window = (height, width)
+        split, _ = split_reason(window, (0, 0, 0, 0), (1, 1), (1, 1), window, (1, 1), self.target)
+        if split is not None:
+            plan_h, plan_w = [height], [width]
         if plan_h is None or plan_w is None:
             self._note(
                 var,
@@ -260,8 +277,53 @@ class _Decomposer(PyExprMutator):
         steps = " -> ".join(f"{kh}x{kw}" for kh, kw in zip(plan_h, plan_w, strict=True))
         rounding = f"near: {count - 1} intermediate rounding(s)"
         how = "exact up to the requantisation" if count == 1 else rounding
+        if split is not None:
+            how = f"{how}; one conv, its kernel rows as sub-kernels accumulated in int32"
         self._note(var, f"mean over {height}x{width} as depthwise conv {steps} with weights 1/window ({how})")
         return current
+
+    def _pool_as_conv(self, var, call: relax.Call) -> relax.Expr | None:
+        """An average pool past the VPU's pool window or padding limits as one
+        depthwise conv with weights 1/window, its kernel rows as sub-kernels accumulated in
+        int32: the pool's own single rounding. Exact where every window divides by the whole
+        window (no padding, or padding counted: the conv's pad value is the zero point)."""
+        attrs, shape = call.attrs, compat.tensor_type(call.args[0])
+        layout = str(attrs.layout)
+        if layout not in ("NHWC", "NCHW") or shape is None or not self.target.supports("conv2d"):
+            return None
+        (kh, kw), strides = (int(k) for k in attrs.pool_size), tuple(int(s) for s in attrs.strides)
+        padding = tuple(int(p) for p in attrs.padding)
+        if not self.target.supports("avg_pool2d"):
+            return None  # (a target without pools keeps the op list's reason: not yet)
+        limits = self.target.op_limits("avg_pool2d")
+        pool_max, pad_max = int(limits.get("pool", [1, 255])[1]), int(limits.get("padding", [0, 255])[1])
+        if max(kh, kw) <= pool_max and max(padding) <= pad_max:
+            return None  # the VPU pools it
+        axes = NHWC_SPATIAL if layout == "NHWC" else NCHW_SPATIAL
+        in_hw = tuple(shape[0][a] for a in axes)
+        out_hw = tuple(compat.tensor_type(var)[0][a] for a in axes)
+        stride_max = int(self.target.op_limits("conv2d").get("stride", [1, 3])[1])
+        why_not = None
+        if bool(attrs.ceil_mode) or any(int(d) != 1 for d in attrs.dilation):
+            why_not = "no decomposition: ceil_mode or dilation"
+        elif any(padding) and not bool(attrs.count_include_pad):
+            why_not = "no decomposition: its padded windows divide by fewer elements (count_include_pad=0)"
+        elif max(strides) > stride_max:
+            why_not = f"no decomposition: stride {list(strides)} past the conv limit ({stride_max})"
+        else:
+            _, why_not = split_reason((kh, kw), padding, strides, (1, 1), in_hw, out_hw, self.target)
+        if why_not is not None:
+            self._note(var, f"AveragePool {kh}x{kw} as a depthwise conv: {why_not}")
+            return None
+        nhwc = layout == "NHWC"
+        channels = shape[0][3] if nhwc else shape[0][1]
+        weight = self._weight(channels, kh, kw, nhwc, self._input_params(call.args[0]) is not None)
+        how = "with weights 1/window (exact up to the requantisation)"
+        self._note(var, f"AveragePool {kh}x{kw} as a depthwise conv {how}")
+        return relax.op.nn.conv2d(
+            self.visit_expr(call.args[0]), weight, strides=strides, padding=padding, groups=channels,
+            data_layout=layout, kernel_layout="OHWI" if nhwc else "OIHW",
+        )  # fmt: skip
 
     def _emit(self, expr: relax.Expr, base: str, origin: relax.Var) -> relax.Var:
         name = self._fresh(base)

@@ -77,6 +77,10 @@ def _op_rows(graph, onnx_model, target, final, annotation, verdicts) -> list[dic
                 composite_of[op.name].name for op in _ops_of(graph, node.name) if op.name in composite_of
             )
             row = _row(node, "vpu", vpu[0], f"{composite} in VPU subgraph {vpu[0]}")
+            notes = annotation.notes
+            split = [notes[op.name] for op in _ops_of(graph, node.name) if op.name in notes]
+            if split:  # how the code generator covers it past the op list's limits
+                row["reason"] += f" ({split[0]})"
             # a Q or DQ of the node that the cut left on the host still runs there, but for
             # one at a layout edge: the program's DMA may take that tensor as it is (edges.py)
             on_host = [

@@ -237,12 +237,14 @@ RULES = (
     _rule(
         "transpose_cancel", _single, (_sx,), _build_identity, applies=lambda m: _is_identity(_axes(m, m.root))
     ),
+    # before transpose_to_reshape: a unit-axis permute of a dequantize (a 1-channel NCHW
+    # input's layout change) moves onto the int8 tensor first, and becomes its reshape there
+    _rule("transpose_hoist", _hoistable, ("q",), _build_hoist),
     _rule("transpose_to_reshape", _single, (_sx,), _build_unit_moves, applies=_unit_moves_only),
     _rule("reshape_cleanup", _any_reshape, (_reshape_one,), _build_drop, applies=_same_shape),
     _rule("reshape_cleanup", _reshape_chain, (_rx,), _build_reshape_chain),
     _rule("broadcast_elide", _broadcast_operand, ("a", "b"), _build_elide),
     _rule("transpose_sink", _sinkable, ("x",), _build_sink),
-    _rule("transpose_hoist", _hoistable, ("q",), _build_hoist),
 )
 
 

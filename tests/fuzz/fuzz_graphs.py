@@ -112,7 +112,8 @@ def conv(draw, g: Graph, x: str):
     n, c, h, w = g.shapes[x]
     groups = draw(st.sampled_from(sorted({1, c, *[d for d in range(2, c) if c % d == 0]})))
     out_c = groups * draw(st.integers(1, max(1, 8 // groups)))
-    kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    # kernels and pads past the conv limits too (KWS: 10x4, pads [4, 1, 5, 1]): sub-kernels
+    kh, kw = draw(st.one_of(st.integers(1, 5), st.integers(6, 12))), draw(st.integers(1, 5))
     attrs = {
         "kernel_shape": [kh, kw],
         "strides": [draw(st.integers(1, 3)), draw(st.integers(1, 3))],
@@ -121,7 +122,7 @@ def conv(draw, g: Graph, x: str):
     }
     auto_pad = draw(st.sampled_from(["NOTSET"] * 6 + ["SAME_UPPER", "SAME_LOWER", "VALID"]))
     if auto_pad == "NOTSET":
-        attrs["pads"] = [draw(st.integers(0, 3)) for _ in range(4)]
+        attrs["pads"] = [draw(st.integers(0, limit)) for limit in (6, 3, 6, 3)]
         if not _window_fits((h, w), attrs["kernel_shape"], attrs["dilations"], attrs["pads"]):
             return None
     else:
@@ -138,7 +139,8 @@ def conv(draw, g: Graph, x: str):
 
 def pool(draw, g: Graph, x: str):
     op = draw(st.sampled_from(["MaxPool", "AveragePool"]))
-    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    # windows past the pool limits too (KWS: a 25x5 average pool over the whole map)
+    kh, kw = draw(st.one_of(st.integers(1, 4), st.integers(9, 25))), draw(st.integers(1, 4))
     attrs = {
         "kernel_shape": [kh, kw],
         "strides": [draw(st.integers(1, 3)), draw(st.integers(1, 3))],

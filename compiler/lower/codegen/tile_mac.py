@@ -24,6 +24,7 @@ import numpy as np
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, conv_limits, row_pieces
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
     Context,
@@ -90,6 +91,21 @@ def shape_of(op: vops.Conv | vops.Dense, ctx: Context) -> MacShape:
     if isinstance(op, vops.Dense):
         return MacShape(1, n * h * w, 1, cin, n * oh * ow, 1, cout, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1)
     return MacShape(n, h, w, cin, oh, ow, cout, op.kernel, op.strides, op.dilation, op.padding, op.groups)
+
+
+def pieces_of(shape: MacShape, ctx: Context) -> list[Piece]:
+    """The sub-kernels (kernel rows) the conv runs as: one, the whole kernel, when it is
+    within the conv instruction's limits (kernel_split.py)."""
+    g = ConvGeometry(shape.h, shape.oh, shape.kernel[0], shape.strides[0], shape.dilation[0], shape.pads[0])
+    kernel_max, pad_max = conv_limits(ctx.target)
+    wide = shape.kernel[1] > kernel_max or max(shape.pads[1], shape.pads[3]) > pad_max
+    found = None if wide else row_pieces(g, kernel_max, pad_max)
+    if found is None:
+        raise LowerError(
+            f"kernel {shape.kernel[0]}x{shape.kernel[1]} with padding {list(shape.pads)}: no sub-kernels "
+            f"within the conv limits (kernel <= {kernel_max}, padding <= {pad_max}) cover it"
+        )
+    return found
 
 
 def rows_view(view: View) -> View:
@@ -248,7 +264,8 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     tile_list = _tiles(shape, choice, parts)
     bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list))
     blob_name = f"blob{ctx.index}.weights"
-    blocks, blob = _pack(op, shape, parts, mode, blob_name)
+    pieces = pieces_of(shape, ctx) if isinstance(op, vops.Conv) else [Piece((0, 1), (0, shape.oh))]
+    blocks, blob = _pack(op, shape, parts, mode, blob_name, pieces)
     plan = OpPlan(op, ctx.index, list(bufs.values()), choice=_describe(choice, shape, parts), blob=blob)
     plan.macs = shape.n * shape.oh * shape.ow * shape.cout * shape.kernel[0] * shape.kernel[1] * shape.cin_g
     ev = Events(ctx)
@@ -266,7 +283,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     (kh, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
     for n, (r0, r1), j in tile_list:
         chunk = parts[j]
-        i0, i1, pad_top, pad_bottom = halo((r0, r1), shape.h, kh, sh, dh, shape.pads[0])
+        i0, i1, _, _ = halo((r0, r1), shape.h, kh, sh, dh, shape.pads[0])
         acc_slot = ev.slot(bufs["acc"])
         acc = Addr(bufs["acc"].name, 0, acc_slot)
         for k, (c0, c1) in enumerate(chunk.steps):
@@ -289,7 +306,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                 src = ctx.storage_addr(x_view, x_view.pixel_offset(n, i0) - x_view.offset + c0)
                 src_stride = x_view.pixel_stride if x_view.pixel_stride != c1 - c0 else 0
                 tensors.append(op.inputs[0])
-            offset, _, block_bytes, bias_at, params_at = blocks[(j, k)]
+            offset, _, block_bytes, bias_at, params_at, piece_at = blocks[(j, k)]
             if choice.whole:
                 weights = Addr(w_buf.name, offset)
                 reads.append((w_buf.name, 0))
@@ -303,42 +320,51 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                     current_w = (j, k)
                 weights = Addr(w_buf.name, 0, w_slot)
                 reads.append((w_buf.name, w_slot))
-            fields = dict(
-                src=src,
-                weights=weights,
-                dst=acc,
-                in_h=i1 - i0,
-                in_w=shape.w,
-                in_c=c1 - c0,
-                out_c=chunk.out[1] - chunk.out[0],
-                kernel_h=kh,
-                kernel_w=kw,
-                stride_h=sh,
-                stride_w=sw,
-                dilation_h=dh,
-                dilation_w=dw,
-                pad_top=pad_top,
-                pad_bottom=pad_bottom,
-                pad_left=shape.pads[1],
-                pad_right=shape.pads[3],
-                groups=chunk.groups,
-                src_zp=op.in_q[0].zero_point,
-                with_bias=int(last),
-                accumulate=int(k > 0),
-                src_stride=src_stride,
-            )
-            if last:
-                fields["bias"] = weights + bias_at
-            accumulated = [(bufs["acc"].name, acc_slot)] if k else []
-            ev.add(
-                "compute",
-                [Spec(Conv, fields)],
-                step,
-                reads=reads + accumulated,
-                writes=[(bufs["acc"].name, acc_slot)],
-                tensors=tensors,
-            )
-            step += 1
+            for p, piece in enumerate(pieces):
+                (k0, k1), rows = piece.rows, (max(r0, piece.out[0]), min(r1, piece.out[1]))
+                if rows[0] >= rows[1]:
+                    continue  # these kernel rows read only padding for this band
+                p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
+                if x_dram:
+                    piece_src = src + (p0 - i0) * shape.w * (c1 - c0)
+                else:
+                    piece_src = src + (x_view.pixel_offset(n, p0) - x_view.pixel_offset(n, i0))
+                fields = dict(
+                    src=piece_src,
+                    weights=weights + piece_at[p],
+                    dst=acc + (rows[0] - r0) * shape.ow * (chunk.out[1] - chunk.out[0]) * 4,
+                    in_h=p1 - p0,
+                    in_w=shape.w,
+                    in_c=c1 - c0,
+                    out_c=chunk.out[1] - chunk.out[0],
+                    kernel_h=k1 - k0 if len(pieces) > 1 else kh,
+                    kernel_w=kw,
+                    stride_h=sh,
+                    stride_w=sw,
+                    dilation_h=dh,
+                    dilation_w=dw,
+                    pad_top=p_top,
+                    pad_bottom=p_bottom,
+                    pad_left=shape.pads[1],
+                    pad_right=shape.pads[3],
+                    groups=chunk.groups,
+                    src_zp=op.in_q[0].zero_point,
+                    with_bias=int(last and p == 0),
+                    accumulate=int(k > 0 or p > 0),
+                    src_stride=src_stride,
+                )
+                if last and p == 0:
+                    fields["bias"] = weights + bias_at
+                accumulated = [(bufs["acc"].name, acc_slot)] if k or p else []
+                ev.add(
+                    "compute",
+                    [Spec(Conv, fields)],
+                    step,
+                    reads=reads + accumulated,
+                    writes=[(bufs["acc"].name, acc_slot)],
+                    tensors=tensors,
+                )
+                step += 1
         params = weights + params_at
         _requant(
             ev,
@@ -390,10 +416,10 @@ def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape
         ev.add("vector", [Spec(Requant, fields)], step + 0.5, reads=reads)
 
 
-def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str):
-    """{(chunk, step): (offset, weight bytes, block bytes, bias offset, params offset)}, the
-    last two from the block's start, and the blob: every block contiguous, in (chunk, step)
-    order."""
+def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkernels: list[Piece]):
+    """{(chunk, step): (offset, weight bytes, block bytes, bias offset, params offset, piece
+    offsets)}, the last three from the block's start, and the blob: every block contiguous,
+    in (chunk, step) order, its sub-kernels' weights one after the other."""
     weights = weights_ohwi(op)
     blocks, pieces, offset = {}, [], 0
     for j, chunk in enumerate(parts):
@@ -401,7 +427,11 @@ def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str):
         for k, (c0, c1) in enumerate(chunk.steps):
             last = k == len(chunk.steps) - 1
             block = weights[o0:o1] if shape.groups > 1 else weights[o0:o1, :, :, c0:c1]
-            data = np.ascontiguousarray(block, dtype=np.int8).tobytes()
+            piece_at, data = [], b""
+            for piece in subkernels:
+                rows = block if len(subkernels) == 1 else block[:, piece.rows[0] : piece.rows[1]]
+                piece_at.append(len(data))
+                data += np.ascontiguousarray(rows, dtype=np.int8).tobytes()
             w_bytes, total = _block_bytes(shape, chunk, (c0, c1), last, mode)
             data += bytes(w_bytes - len(data))
             bias_at = params_at = w_bytes
@@ -410,7 +440,7 @@ def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str):
                 params_at = len(data)
                 data += pack_requant_params(mode, op.requant.multipliers[o0:o1])
             assert len(data) == total
-            blocks[(j, k)] = (offset, w_bytes, total, bias_at, params_at)
+            blocks[(j, k)] = (offset, w_bytes, total, bias_at, params_at, piece_at)
             pieces.append(data)
             offset += total
     return blocks, [(name, b"".join(pieces))]
