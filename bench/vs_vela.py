@@ -59,19 +59,21 @@ def simulate(program, target):
 
 def vpuc_figures(onnx_path: Path, target_name: str) -> dict:
     prepared = prepare_model(onnx_path, target_name, CompileOptions(calib_synthetic=8))
-    spans, total, estimate = {}, 0, 0
+    spans, kinds, total, estimate = {}, {}, 0, 0
     region_bytes = {"flash": 0, "dram": 0}
     for program in prepared.programs:
         stats = simulate(program, prepared.target).stats
         total += stats.total_cycles
         estimate += program.estimate["cycles"]
+        kind_of = {layer["id"]: layer["op"] for layer in program.layers}
         for layer in stats.layers:
             spans[key(layer.name)] = layer.end_cycle - layer.start_cycle
+            kinds[key(layer.name)] = kind_of.get(layer.layer, "")
         for i in program.program.instructions:
             if isinstance(i, Dma):
                 region = "flash" if i.region and prepared.target.hardware.weights_in == "flash" else "dram"
                 region_bytes[region] += i.row_bytes * i.rows * i.planes
-    return {"cycles": total, "estimate": estimate, "spans": spans, "bytes": region_bytes}
+    return {"cycles": total, "estimate": estimate, "spans": spans, "kinds": kinds, "bytes": region_bytes}
 
 
 def compare(anchors: Path, model: str, target_name: str) -> dict:
@@ -85,6 +87,8 @@ def compare(anchors: Path, model: str, target_name: str) -> dict:
         cycles = ours["spans"].get(name)
         if cycles is None:  # a name the importer shortened: the first unmatched layer it begins
             found = next((k for k in unmatched if name.startswith(k) or k.startswith(name)), None)
+            if found is None and op["original_op"] == "Softmax":  # tf2onnx names it by its output
+                found = next((k for k in unmatched if ours["kinds"].get(k) == "softmax"), None)
             cycles = ours["spans"].get(found) if found else None
             unmatched = [k for k in unmatched if k != found]
         cls = CLASSES.get(op["original_op"], op["original_op"].lower())
