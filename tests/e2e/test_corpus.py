@@ -153,7 +153,11 @@ def test_the_report_says_what_was_decomposed(corpus):
     assert "mean over 8x8 as depthwise conv 2x2 -> 4x4" in pool["reason"]
     artifact, _ = _compiled(corpus, "tflite_dscnn", "vpu")
     (pool,) = [op for op in artifact.report["partition"]["ops"] if op["op"] == "AveragePool"]
-    assert pool["device"] == "cpu" and "no decomposition: a mean over 25x5" in pool["reason"]
+    assert pool["device"] == "vpu", pool["reason"]
+    assert "mean over 25x5 as depthwise conv 25x5" in pool["reason"]
+    assert "as 4 sub-kernels (7 + 7 + 7 + 4 of its 25 rows) accumulated in int32" in pool["reason"]
+    (first,) = [op for op in artifact.report["partition"]["ops"] if op["op"] == "Conv" and "10x4" in op["reason"]]
+    assert first["device"] == "vpu" and "as 3 sub-kernels (1 + 7 + 2 of its 10 rows)" in first["reason"]
 
 
 def test_nameless_nodes_are_named_and_placed(corpus):

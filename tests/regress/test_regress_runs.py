@@ -103,11 +103,9 @@ def test_update_records_goldens_and_a_second_run_finds_every_figure_the_same(sui
     vpu = by_job[("micro", "vpu")]["figures"]
     assert vpu["cycles.vpu"] > 0 and vpu["cycles.total"] == vpu["cycles.vpu"] + vpu["cycles.link"]
     assert vpu["partition.subgraphs"] >= 1 and vpu["check.passed"] is True
-    # the subgraph's output named by its ONNX tensor (issue 22), whatever it is called
-    (max_lsb,) = [
-        value for key, value in vpu.items() if key.startswith("qdq[sg0/") and key.endswith("].max_lsb")
-    ]
-    assert max_lsb <= 1 and "accuracy[logits].top1" in vpu
+    # each layer of subgraph 0 named by its ONNX tensor (issue 22), whatever it is called
+    max_lsb = [value for key, value in vpu.items() if key.startswith("qdq[sg0/") and key.endswith("].max_lsb")]
+    assert max_lsb and all(m <= 1 for m in max_lsb) and "accuracy[logits].top1" in vpu
 
 
 def test_vpu_figures_are_what_vpuc_compile_and_run_report(vpuc, suite, serial, tmp_path):
