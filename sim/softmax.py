@@ -14,6 +14,7 @@ import numpy as np
 from vpuc.sim.errors import OpError
 from vpuc.sim.machine import Plan, State, require, require_positive
 from vpuc.sim.numerics import INT32_MAX, softmax_rows
+from vpuc.sim.vector import require_table
 from vpuc.targets.isa.cost import SOFTMAX_TABLE_BYTES, instruction_cycles
 from vpuc.targets.isa.formats import Softmax, Unit
 from vpuc.targets.isa.params import LUT_ENTRIES
@@ -21,13 +22,7 @@ from vpuc.targets.isa.params import LUT_ENTRIES
 
 def plan_softmax(instruction: Softmax, state: State) -> Plan:
     i = instruction
-    entries = state.hardware.lut_entries
-    require(
-        entries >= LUT_ENTRIES,
-        "this target has no {}-entry lookup table (lut_entries = {})",
-        LUT_ENTRIES,
-        entries,
-    )
+    require_table(state)
     require_positive(i, "rows", "depth", "shift")
     require(i.shift <= 63, "field 'shift' must be at most 63, got {}", i.shift)
     count = i.rows * i.depth

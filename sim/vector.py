@@ -130,8 +130,8 @@ def run_clip(instruction: Clip, state: State) -> None:
     np.clip(x, i.clamp_min, i.clamp_max, out=state.sram.view(i.dst, (i.count,), np.int8))
 
 
-def plan_lut(instruction: Lut, state: State) -> Plan:
-    i = instruction
+def require_table(state: State) -> None:
+    """The target's lookup table, which LUT and SOFTMAX read, must have LUT_ENTRIES entries."""
     entries = state.hardware.lut_entries
     require(
         entries >= LUT_ENTRIES,
@@ -139,6 +139,11 @@ def plan_lut(instruction: Lut, state: State) -> Plan:
         LUT_ENTRIES,
         entries,
     )
+
+
+def plan_lut(instruction: Lut, state: State) -> Plan:
+    i = instruction
+    require_table(state)
     require_positive(i, "count")
     reads = (
         state.sram.region(i.src, i.count, "read of 'src'"),
