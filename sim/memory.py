@@ -2,8 +2,9 @@
 
 Used by the operation modules (dma.py, mac.py, vector.py, pool.py): each instruction's plan
 has `Memory.check` check every operand's bounds and alignment once, before anything runs;
-execution then takes typed views without checking again. The regions themselves are targets/isa/footprint.py's (the compiler's sync pass reads the same
-footprints); the hazard check (hazards.py) compares them to find unsynchronised accesses.
+execution then takes typed views without checking again. The regions themselves are
+targets/isa/footprint.py's (the compiler's sync pass reads the same footprints); the hazard
+check (hazards.py) compares them to find unsynchronised accesses.
 """
 
 from __future__ import annotations
