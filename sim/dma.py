@@ -8,7 +8,7 @@ The source may repeat bytes (stride 0 broadcasts); destination rows must not ove
 
 from __future__ import annotations
 
-from vpuc.sim.machine import Plan, State, require, require_positive
+from vpuc.sim.machine import Plan, State, require, require_positive, touched
 from vpuc.targets.isa.cost import dma_port, instruction_cycles
 from vpuc.targets.isa.formats import Dma, Opcode, Unit
 
@@ -22,13 +22,12 @@ def plan_dma(instruction: Dma, state: State) -> Plan:
     sram_strides = (i.sram_row_stride, i.sram_plane_stride)
     load = i.opcode == Opcode.LOAD
     _require_disjoint_rows(shape, *(("sram", sram_strides) if load else ("dram", dram_strides)))
-    state.dram.block(i.dram, shape, dram_strides, "read" if load else "write")
-    sram = state.sram.block(i.sram, shape, sram_strides, "write" if load else "read")
+    reads, writes = touched(i, state)
     cycles = instruction_cycles(i, state.hardware)
     port = dma_port(i, state.hardware)
     if load:
-        return Plan(Unit.DMA, cycles, writes=(sram,), dram_read_bytes=nbytes, port=port)
-    return Plan(Unit.DMA, cycles, reads=(sram,), dram_written_bytes=nbytes, port=port)
+        return Plan(Unit.DMA, cycles, writes=writes, dram_read_bytes=nbytes, port=port)
+    return Plan(Unit.DMA, cycles, reads=reads, dram_written_bytes=nbytes, port=port)
 
 
 def _require_disjoint_rows(shape: tuple[int, int, int], side: str, strides: tuple[int, int]) -> None:

@@ -26,6 +26,7 @@ from vpuc.sim.machine import (
     require,
     require_padded_fits,
     require_positive,
+    touched,
     window_view,
 )
 from vpuc.sim.memory import Region
@@ -75,23 +76,9 @@ def plan_conv(instruction: Conv, state: State) -> Plan:
         i.src_stride,
         i.in_c,
     )
-    cin_g, taps = i.in_c // i.groups, i.kernel_h * i.kernel_w
-    sram = state.sram
-    reads = [
-        _src_region(i, state),
-        sram.region(i.weights, i.out_c * taps * cin_g, "read of 'weights'"),
-    ]
-    dst = sram.region(i.dst, out_h * out_w * i.out_c * 4, "int32 'dst'", align=4)
-    reads += _bias_and_accumulator(i, state, i.out_c, dst)
+    reads, writes = touched(i, state)
     cycles = instruction_cycles(i, state.hardware)
-    return Plan(Unit.MAC, cycles, instruction_macs(i), tuple(reads), (dst,))
-
-
-def _src_region(i: Conv, state: State) -> Region:
-    pixels = i.in_h * i.in_w
-    if i.src_stride in (0, i.in_c):
-        return state.sram.region(i.src, pixels * i.in_c, "read of 'src'")
-    return state.sram.block(i.src, (1, pixels, i.in_c), (i.src_stride, 0), "read of 'src'")
+    return Plan(Unit.MAC, cycles, instruction_macs(i), reads, writes)
 
 
 def conv_input(i: Conv, state: State) -> np.ndarray:
@@ -106,24 +93,9 @@ def conv_input(i: Conv, state: State) -> np.ndarray:
 def plan_matmul(instruction: Matmul, state: State) -> Plan:
     i = instruction
     require_positive(i, "m", "k", "n")
-    sram = state.sram
-    reads = [
-        sram.region(i.src, i.m * i.k, "read of 'src'"),
-        sram.region(i.weights, i.n * i.k, "read of 'weights'"),
-    ]
-    dst = sram.region(i.dst, i.m * i.n * 4, "int32 'dst'", align=4)
-    reads += _bias_and_accumulator(i, state, i.n, dst)
+    reads, writes = touched(i, state)
     cycles = instruction_cycles(i, state.hardware)
-    return Plan(Unit.MAC, cycles, instruction_macs(i), tuple(reads), (dst,))
-
-
-def _bias_and_accumulator(i: Conv | Matmul, state: State, out_c: int, dst) -> list:
-    reads = []
-    if i.with_bias:
-        reads.append(state.sram.region(i.bias, out_c * 4, "int32 'bias'", align=4))
-    if i.accumulate:
-        reads.append(dst)
-    return reads
+    return Plan(Unit.MAC, cycles, instruction_macs(i), reads, writes)
 
 
 def run_conv(instruction: Conv, state: State) -> None:

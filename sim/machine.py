@@ -17,6 +17,7 @@ import numpy as np
 from vpuc.sim.errors import OpError
 from vpuc.sim.memory import Memory, Region
 from vpuc.targets import Hardware
+from vpuc.targets.isa.footprint import SRAM, footprint
 from vpuc.targets.isa.formats import Instruction, Unit
 
 MAX_PADDED_BYTES = 1 << 28  # simulator limit on one instruction's padded input
@@ -65,6 +66,20 @@ class State:
         for kind, (_, region, _) in list(self.memo.items()):
             if any(w.overlaps(region) for w in writes):
                 del self.memo[kind]
+
+
+def touched(instruction: Instruction, state: State) -> tuple[tuple[Region, ...], tuple[Region, ...]]:
+    """The SRAM regions `instruction` reads and writes, by targets/isa/footprint.py (the
+    compiler's sync pass reads the same footprints), each access's bounds and alignment
+    checked against its memory (SRAM or DRAM)."""
+    reads: list[Region] = []
+    writes: list[Region] = []
+    for access in footprint(instruction, state.requant_mode):
+        on_sram = access.memory == SRAM
+        region = (state.sram if on_sram else state.dram).check(access)
+        if on_sram:
+            (writes if access.write else reads).append(region)
+    return tuple(reads), tuple(writes)
 
 
 class OpHandler(NamedTuple):

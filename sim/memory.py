@@ -1,55 +1,20 @@
 """DRAM and SRAM as numpy byte arrays, and the byte regions instructions touch.
 
 Used by the operation modules (dma.py, mac.py, vector.py, pool.py): each instruction's plan
-asks `Memory.region`/`Memory.block` for every operand, which checks bounds and alignment
-once, before anything runs; execution then takes typed views without checking again. The
-hazard check (hazards.py) compares regions to find unsynchronised accesses.
+has `Memory.check` check every operand's bounds and alignment once, before anything runs;
+execution then takes typed views without checking again. The regions themselves are
+targets/isa/footprint.py's (the compiler's sync pass reads the same footprints); the hazard
+check (hazards.py) compares them to find unsynchronised accesses.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from vpuc.sim.errors import OpError
-
-
-@dataclass(frozen=True, slots=True)
-class Region:
-    """Bytes [start, stop); `block` = (planes, rows, row_bytes, row_stride, plane_stride)
-    when only a strided block inside that span is touched."""
-
-    start: int
-    stop: int
-    block: tuple[int, int, int, int, int] | None = None
-
-    def overlaps(self, other: Region) -> bool:
-        lo, hi = max(self.start, other.start), min(self.stop, other.stop)
-        if lo >= hi:
-            return False
-        if self.block is None and other.block is None:
-            return True
-        return bool(np.any(self.byte_mask(lo, hi) & other.byte_mask(lo, hi)))
-
-    def byte_mask(self, lo: int, hi: int) -> np.ndarray:
-        """Which bytes of [lo, hi) this region touches."""
-        if self.block is None:
-            return np.ones(hi - lo, dtype=bool)
-        planes, rows, row_bytes, row_stride, plane_stride = self.block
-        starts = (
-            self.start
-            + np.arange(planes, dtype=np.int64)[:, None] * plane_stride
-            + np.arange(rows, dtype=np.int64)[None, :] * row_stride
-        ).ravel()
-        edges = np.zeros(hi - lo + 1, dtype=np.int64)
-        np.add.at(edges, np.clip(starts - lo, 0, hi - lo), 1)
-        np.add.at(edges, np.clip(starts + row_bytes - lo, 0, hi - lo), -1)
-        return np.cumsum(edges[:-1]) > 0
-
-    def __str__(self) -> str:
-        return f"[{self.start}, {self.stop})"
+from vpuc.targets.isa.footprint import Access, Region
 
 
 def as_byte_array(image: np.ndarray | bytes | bytearray) -> np.ndarray:
@@ -83,24 +48,15 @@ class Memory:
     def size_bytes(self) -> int:
         return self.data.size
 
-    def region(self, start: int, nbytes: int, what: str, align: int = 1) -> Region:
-        """The checked region [start, start + nbytes) of operand `what` ("read of 'src'")."""
-        if start % align:
-            raise OpError(f"{self.name} {what} at {start} is not {align}-byte aligned")
-        return self._checked(Region(start, start + nbytes), what)
-
-    def block(self, start: int, shape: tuple[int, int, int], strides: tuple[int, int], what: str):
-        """The checked strided block of `planes x rows x row_bytes` with (row, plane) strides."""
-        planes, rows, row_bytes = shape
-        row_stride, plane_stride = strides
-        stop = start + (planes - 1) * plane_stride + (rows - 1) * row_stride + row_bytes
-        dense = (rows == 1 or row_stride == row_bytes) and (planes == 1 or plane_stride == rows * row_bytes)
-        block = None if dense else (planes, rows, row_bytes, row_stride, plane_stride)
-        return self._checked(Region(start, stop, block), what)
-
-    def _checked(self, region: Region, what: str) -> Region:
+    def check(self, access: Access) -> Region:
+        """The access's region, once its alignment and bounds are checked."""
+        region = access.region
+        if region.start % access.align:
+            raise OpError(f"{self.name} {access.what} at {region.start} is not {access.align}-byte aligned")
         if region.stop > self.size_bytes:
-            raise OpError(f"{self.name} {what} {region} out of bounds ({format_bytes(self.size_bytes)})")
+            raise OpError(
+                f"{self.name} {access.what} {region} out of bounds ({format_bytes(self.size_bytes)})"
+            )
         return region
 
     def view(self, addr: int, shape: tuple[int, ...], dtype: type) -> np.ndarray:

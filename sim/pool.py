@@ -22,6 +22,7 @@ from vpuc.sim.machine import (
     require_clamp,
     require_padded_fits,
     require_positive,
+    touched,
     window_view,
 )
 from vpuc.sim.numerics import requant_float32
@@ -45,8 +46,7 @@ def plan_pool(instruction: MaxPool | AvgPool, state: State) -> Plan:
     out_h, out_w = pool_output_shape(i)
     require(out_h >= 1 and out_w >= 1, "the window does not fit: output {} x {}", out_h, out_w)
     require_padded_fits(i, i.channels)
-    reads = (state.sram.region(i.src, i.in_h * i.in_w * i.channels, "read of 'src'"),)
-    writes = (state.sram.region(i.dst, out_h * out_w * i.channels, "write of 'dst'"),)
+    reads, writes = touched(i, state)
     return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from vpuc.sim.errors import OpError
-from vpuc.sim.machine import Plan, State, require, require_positive
+from vpuc.sim.machine import Plan, State, require, require_positive, touched
 from vpuc.sim.numerics import INT32_MAX, softmax_rows
 from vpuc.sim.vector import require_table
-from vpuc.targets.isa.cost import SOFTMAX_TABLE_BYTES, instruction_cycles
+from vpuc.targets.isa.cost import instruction_cycles
 from vpuc.targets.isa.formats import Softmax, Unit
 from vpuc.targets.isa.params import LUT_ENTRIES
 
@@ -25,12 +25,7 @@ def plan_softmax(instruction: Softmax, state: State) -> Plan:
     require_table(state)
     require_positive(i, "rows", "depth", "shift")
     require(i.shift <= 63, "field 'shift' must be at most 63, got {}", i.shift)
-    count = i.rows * i.depth
-    reads = (
-        state.sram.region(i.src, count, "read of 'src'"),
-        state.sram.region(i.table, SOFTMAX_TABLE_BYTES, "read of 'table'", align=4),
-    )
-    writes = (state.sram.region(i.dst, count, "write of 'dst'"),)
+    reads, writes = touched(i, state)
     return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 

@@ -20,11 +20,12 @@ from vpuc.sim.machine import (
     require,
     require_clamp,
     require_positive,
+    touched,
 )
 from vpuc.sim.numerics import add_float32, mul_float32, requant_fixed_point, requant_float32
 from vpuc.targets.isa.cost import instruction_cycles
 from vpuc.targets.isa.formats import Add, Clip, Lut, Mul, Requant, Unit
-from vpuc.targets.isa.params import LUT_ENTRIES, SHIFT_RANGE, requant_param_bytes
+from vpuc.targets.isa.params import LUT_ENTRIES, SHIFT_RANGE
 
 
 def plan_requant(instruction: Requant, state: State) -> Plan:
@@ -37,19 +38,8 @@ def plan_requant(instruction: Requant, state: State) -> Plan:
         i.dst_stride,
         i.channels,
     )
-    count = i.pixels * i.channels
-    sets = i.channels if i.per_channel else 1
-    reads = (
-        state.sram.region(i.src, count * 4, "int32 'src'", align=4),
-        state.sram.region(
-            i.params, requant_param_bytes(state.requant_mode, sets), "read of 'params'", align=4
-        ),
-    )
-    if i.dst_stride in (0, i.channels):
-        dst = state.sram.region(i.dst, count, "write of 'dst'")
-    else:
-        dst = state.sram.block(i.dst, (1, i.pixels, i.channels), (i.dst_stride, 0), "write of 'dst'")
-    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=(dst,))
+    reads, writes = touched(i, state)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
 def run_requant(instruction: Requant, state: State) -> None:
@@ -78,11 +68,7 @@ def plan_add(instruction: Add, state: State) -> Plan:
     i = instruction
     require_positive(i, "count")
     require_clamp(i)
-    reads = (
-        state.sram.region(i.src_a, i.count, "read of 'src_a'"),
-        state.sram.region(i.src_b, i.count, "read of 'src_b'"),
-    )
-    writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
+    reads, writes = touched(i, state)
     return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
@@ -98,12 +84,7 @@ def plan_mul(instruction: Mul, state: State) -> Plan:
     i = instruction
     require_positive(i, "pixels", "channels")
     require_clamp(i)
-    count = i.pixels * i.channels
-    reads = (
-        state.sram.region(i.src_a, count, "read of 'src_a'"),
-        state.sram.region(i.src_b, i.channels if i.broadcast_b else count, "read of 'src_b'"),
-    )
-    writes = (state.sram.region(i.dst, count, "write of 'dst'"),)
+    reads, writes = touched(i, state)
     return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
@@ -119,8 +100,7 @@ def plan_clip(instruction: Clip, state: State) -> Plan:
     i = instruction
     require_positive(i, "count")
     require_clamp(i)
-    reads = (state.sram.region(i.src, i.count, "read of 'src'"),)
-    writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
+    reads, writes = touched(i, state)
     return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 
@@ -145,11 +125,7 @@ def plan_lut(instruction: Lut, state: State) -> Plan:
     i = instruction
     require_table(state)
     require_positive(i, "count")
-    reads = (
-        state.sram.region(i.src, i.count, "read of 'src'"),
-        state.sram.region(i.table, LUT_ENTRIES, "read of 'table'"),
-    )
-    writes = (state.sram.region(i.dst, i.count, "write of 'dst'"),)
+    reads, writes = touched(i, state)
     return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
 
 

@@ -85,3 +85,26 @@ def test_roofline_by_target(run_all, tmp_path):
     rows = _rows(run_all)
     assert rows["simulated cycles / roofline bound"]["values"] == {"m@vpu": 1.2, "m@u55-256": 2.0}
     assert rows["DRAM bytes / compulsory bytes"]["worst"] == "m@u55-256"
+
+
+def test_roofline_vector_bound_at_the_targets_rates(monkeypatch):
+    """bench/roofline.py's vector term by hand: u55-256 pools 6 taps a cycle, adds 4/3
+    elements, clips 4, looks up 1, multiplies 8/9 (targets/u55-256.toml); vpu 32 of each."""
+    from types import SimpleNamespace
+
+    from vpuc.targets import load_target
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import roofline
+
+    subgraph = SimpleNamespace(tensors={"y": SimpleNamespace(nbytes=8 * 8 * 16)})  # 1024 elements
+
+    def work(kind, target, **fields):
+        op = SimpleNamespace(kind=kind, output="y", **fields)
+        return roofline.vector_work(op, subgraph, load_target(target).hardware)
+
+    assert work("pool", "u55-256", kernel=(2, 2)) == pytest.approx(1024 * 4 / 6)
+    assert work("add", "u55-256") == pytest.approx(768)
+    assert work("softmax", "u55-256") == pytest.approx(1024 / 4 + 1024 / 1 + 1024 * 9 / 8)
+    assert work("add", "vpu") == pytest.approx(32)
+    assert work("concat", "vpu") == 0

@@ -3,7 +3,8 @@ tokens make the three units run them correctly and overlapped.
 
 1. Dependencies: every pair of instructions that touch the same SRAM or DRAM bytes (one of
    them writing) is ordered as generated: read after write, write after read, write after
-   write. Footprints are byte intervals (a strided block's bounding interval: conservative).
+   write. Footprints are targets/isa/footprint.py's, the ones the simulator's race check
+   reads, taken as byte intervals (a strided block's bounding interval: conservative).
 2. Order: a topological order of those dependencies by each instruction's key (its tile,
    loads a tile ahead, stores a tile behind: software pipelining), ties as generated.
    Every dependency then points backwards in the program, so no schedule can deadlock.
@@ -21,100 +22,10 @@ from bisect import bisect_left, bisect_right
 from dataclasses import replace
 
 from vpuc.compiler.lower.errors import LowerError
-from vpuc.targets.isa.cost import SOFTMAX_TABLE_BYTES, conv_output_shape, pool_output_shape
-from vpuc.targets.isa.formats import (
-    TOKEN_COUNT,
-    Add,
-    AvgPool,
-    Clip,
-    Conv,
-    Dma,
-    Instruction,
-    Lut,
-    Matmul,
-    MaxPool,
-    Mul,
-    Opcode,
-    Requant,
-    Softmax,
-    Unit,
-)
-from vpuc.targets.isa.params import LUT_ENTRIES, requant_param_bytes
+from vpuc.targets.isa.footprint import SRAM, footprint
+from vpuc.targets.isa.formats import TOKEN_COUNT, Instruction, Unit
 
 QUEUED = (Unit.DMA, Unit.MAC, Unit.VEC)
-
-
-def footprint(i: Instruction, requant_mode: str) -> tuple[list, list, list, list]:
-    """(SRAM reads, SRAM writes, DRAM reads, DRAM writes) as [start, stop) intervals."""
-    if isinstance(i, Dma):
-        sram = (
-            i.sram,
-            i.sram + _extent(i.row_bytes, i.rows, i.planes, i.sram_row_stride, i.sram_plane_stride),
-        )
-        dram = (
-            i.dram,
-            i.dram + _extent(i.row_bytes, i.rows, i.planes, i.dram_row_stride, i.dram_plane_stride),
-        )
-        return ([], [sram], [dram], []) if i.opcode == Opcode.LOAD else ([sram], [], [], [dram])
-    if isinstance(i, Conv):
-        out_h, out_w = conv_output_shape(i)
-        pixels = i.in_h * i.in_w
-        reads = [(i.src, i.src + (pixels - 1) * (i.src_stride or i.in_c) + i.in_c)]
-        reads.append((i.weights, i.weights + i.out_c * i.kernel_h * i.kernel_w * (i.in_c // i.groups)))
-        dst = (i.dst, i.dst + out_h * out_w * i.out_c * 4)
-        return _mac(reads, dst, i, i.out_c)
-    if isinstance(i, Matmul):
-        reads = [(i.src, i.src + i.m * i.k), (i.weights, i.weights + i.n * i.k)]
-        return _mac(reads, (i.dst, i.dst + i.m * i.n * 4), i, i.n)
-    if isinstance(i, Requant):
-        sets = i.channels if i.per_channel else 1
-        reads = [
-            (i.src, i.src + i.pixels * i.channels * 4),
-            (i.params, i.params + requant_param_bytes(requant_mode, sets)),
-        ]
-        dst = (i.dst, i.dst + (i.pixels - 1) * (i.dst_stride or i.channels) + i.channels)
-        return reads, [dst], [], []
-    if isinstance(i, Add):
-        return (
-            [(i.src_a, i.src_a + i.count), (i.src_b, i.src_b + i.count)],
-            [(i.dst, i.dst + i.count)],
-            [],
-            [],
-        )
-    if isinstance(i, Mul):
-        count = i.pixels * i.channels
-        b = i.channels if i.broadcast_b else count
-        return [(i.src_a, i.src_a + count), (i.src_b, i.src_b + b)], [(i.dst, i.dst + count)], [], []
-    if isinstance(i, Clip):
-        return [(i.src, i.src + i.count)], [(i.dst, i.dst + i.count)], [], []
-    if isinstance(i, Lut):
-        return (
-            [(i.src, i.src + i.count), (i.table, i.table + LUT_ENTRIES)],
-            [(i.dst, i.dst + i.count)],
-            [],
-            [],
-        )
-    if isinstance(i, Softmax):
-        count = i.rows * i.depth
-        table = (i.table, i.table + SOFTMAX_TABLE_BYTES)
-        return [(i.src, i.src + count), table], [(i.dst, i.dst + count)], [], []
-    if isinstance(i, MaxPool | AvgPool):
-        out_h, out_w = pool_output_shape(i)
-        src = (i.src, i.src + i.in_h * i.in_w * i.channels)
-        return [src], [(i.dst, i.dst + out_h * out_w * i.channels)], [], []
-    return [], [], [], []
-
-
-def _extent(row_bytes: int, rows: int, planes: int, row_stride: int, plane_stride: int) -> int:
-    return (planes - 1) * plane_stride + (rows - 1) * row_stride + row_bytes
-
-
-def _mac(reads: list, dst: tuple, i, channels: int):
-    if i.with_bias:
-        reads.append((i.bias, i.bias + 4 * channels))
-    if i.accumulate:
-        reads.append(dst)
-    return reads, [dst], [], []
 
 
 class _Memory:
@@ -172,15 +83,10 @@ def dependencies(instructions: list[Instruction], requant_mode: str) -> list[set
     found: list[set[int]] = []
     for pc, instruction in enumerate(instructions):
         deps: set[int] = set()
-        reads, writes, dram_reads, dram_writes = footprint(instruction, requant_mode)
-        for start, stop in reads:
-            sram.read(start, stop, pc, deps)
-        for start, stop in dram_reads:
-            dram.read(start, stop, pc, deps)
-        for start, stop in writes:
-            sram.write(start, stop, pc, deps)
-        for start, stop in dram_writes:
-            dram.write(start, stop, pc, deps)
+        for access in footprint(instruction, requant_mode):  # reads first
+            memory = sram if access.memory == SRAM else dram
+            region = access.region
+            (memory.write if access.write else memory.read)(region.start, region.stop, pc, deps)
         deps.discard(pc)
         found.append(deps)
     return found
