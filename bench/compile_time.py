@@ -41,6 +41,7 @@ from _common import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = Path(os.environ.get("VPUC_ANCHORS", ROOT.parent / "shared" / "anchors"))
+FIXTURES = ROOT / "tests" / "fixtures" / "tf2onnx"
 VELA = Path(__file__).resolve().parent / ".venv-vela" / "bin" / "vela"
 VPUC = Path(sys.executable).parent / "vpuc"
 RECORDED_VELA_S = 0.4  # issue 23: Vela's compile proper, 0.2-0.4 s (upper end)
@@ -58,6 +59,8 @@ def _models(zoo_dir: Path) -> dict[str, dict]:
             if path.exists():
                 tflite = ANCHORS / name / f"{name}_int8.tflite"
                 models[f"{name}_{layout}"] = {"path": path, "kind": "qdq", "tflite": tflite}
+    for name in ("tflite_dscnn", "tflite_mobilenet"):  # issue 23's other MLPerf-Tiny-class QDQ models
+        models[name] = {"path": FIXTURES / f"{name}.onnx", "kind": "qdq", "tflite": None}
     subprocess.run([str(VPUC), "zoo", str(zoo_dir)], check=True, capture_output=True)
     for path in sorted(zoo_dir.glob("*.onnx")):
         models[f"zoo_{path.stem}"] = {"path": path, "kind": "float", "tflite": None}

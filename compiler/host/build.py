@@ -13,6 +13,8 @@ compiler on the machine (gcc is enough), which the README's setup assumes.
 
 from __future__ import annotations
 
+import copy
+import json
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -51,6 +53,27 @@ def build_host_library(
     host = resolve_host_target(target)
     database = open_database(tuning_db, host, must_exist=True) if tuning_db is not None else None
     _refuse_empty_constants(mod, name)
+    if database is None:  # a module built before in this process (repeated compiles)
+        key = (compat.structural_hash(mod), json.dumps(host.to_json(), sort_keys=True))
+        for cached_mod, built in _BUILT.get(key, ()):
+            if compat.structural_equal(cached_mod, mod):
+                return HostBuild(built.library, built.host, copy.deepcopy(built.report), list(built.warnings))
+    built = _build(mod, host, database, name)
+    if database is None:
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.clear()
+        _BUILT.setdefault(key, []).append((mod, built))
+    return HostBuild(built.library, built.host, copy.deepcopy(built.report), list(built.warnings))
+
+
+# Host libraries built in this process, by the module's structural hash and the host target
+# (the module itself checks a hash match): the regression runner, the sweep and a script
+# compiling a model again get the same bytes without LLVM. Not with a tuning database.
+_BUILT: dict[tuple, list] = {}
+_BUILT_MAX = 64
+
+
+def _build(mod: tvm.IRModule, host: HostTarget, database: TuningDatabase | None, name: str) -> HostBuild:
     try:
         executable, report = host_executable(mod, host, database)
     except CompileError:

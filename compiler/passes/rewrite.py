@@ -44,6 +44,7 @@ class DataflowView:
         self.mod = mod
         self.bindings = [b for block in func.body.blocks for b in block.bindings]
         self.var2val = {b.var: b.value for b in self.bindings}
+        self.position = {b.var: i for i, b in enumerate(self.bindings)}  # program order
         self.val2var = {value: var for var, value in self.var2val.items()}
         self.consumers: dict[relax.Var, list] = {}
         for binding in self.bindings:
@@ -273,8 +274,7 @@ def _fused_bindings(view: DataflowView, root, inputs: list) -> list:
             continue
         seen.add(var)
         stack.extend(relax.analysis.free_vars(view.var2val[var]))
-    order = {b.var: i for i, b in enumerate(view.bindings)}
-    return sorted(seen, key=order.__getitem__)
+    return sorted(seen, key=view.position.__getitem__)
 
 
 def _common_reason(match: Match, shared_ok: bool) -> str | None:

@@ -14,7 +14,7 @@ name plus an offset) so that a layer can be costed before memory is allocated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from vpuc.targets.isa.formats import Instruction, Opcode, Unit
@@ -85,7 +85,7 @@ class Addr:
     slot: int = 0
 
     def __add__(self, delta: int) -> Addr:
-        return replace(self, offset=self.offset + delta)
+        return Addr(self.base, self.offset + delta, self.slot)
 
 
 @dataclass

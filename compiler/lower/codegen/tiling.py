@@ -34,11 +34,30 @@ UNIT_OF_OPCODE = {
 
 
 def spec_cycles(spec: Spec, target: Target) -> int:
-    """The cycles of one spec by the ISA's cost functions (addresses do not matter)."""
-    fields = {k: (0 if isinstance(v, Addr) else v) for k, v in spec.fields.items()}
+    """The cycles of one spec by the ISA's cost functions (addresses do not matter);
+    memoised on the spec's fields (a planner costs the same instruction many times)."""
+    hw = target.hardware
+    items = tuple([(k, 0 if isinstance(v, Addr) else v) for k, v in spec.fields.items()])
+    key = (spec.cls, spec.opcode, id(hw), items)
+    try:
+        found = _CYCLES.get(key)
+    except TypeError:  # a field that is not hashable: not memoised
+        return _spec_cycles(spec, dict(items), hw)
+    if found is None or found[0] is not hw:
+        if len(_CYCLES) >= _CYCLES_MAX:
+            _CYCLES.clear()
+        found = _CYCLES[key] = (hw, _spec_cycles(spec, dict(items), hw))
+    return found[1]
+
+
+_CYCLES: dict[tuple, tuple] = {}  # key -> (the hardware, cycles); the hardware checks the id
+_CYCLES_MAX = 1 << 16
+
+
+def _spec_cycles(spec: Spec, fields: dict, hw) -> int:
     fields.setdefault("opcode", spec.opcode)
     defaults = {f: d for f, d in _defaults(spec.cls).items() if f not in fields}
-    return instruction_cycles(SimpleNamespace(**defaults, **fields), target.hardware)
+    return instruction_cycles(SimpleNamespace(**defaults, **fields), hw)
 
 
 def spec_transfers(event, target: Target) -> list[tuple[str, int]]:

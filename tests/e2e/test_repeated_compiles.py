@@ -1,0 +1,53 @@
+"""Repeated compiles in one process (the regression runner, the sweep) reuse the host build,
+the QDQ accuracy measurement and the planner's choices: the artifact must be the one a
+cold process makes, and another model must not get the first one's results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
+from vpuc.compiler.host import build
+from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.quantize.qdq import reference
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tf2onnx"
+DSCNN, MOBILENET = FIXTURES / "tflite_dscnn.onnx", FIXTURES / "tflite_mobilenet.onnx"
+
+
+def _compiled(model: Path):
+    artifact = build_artifact(model, prepare_model(model, "vpu", CompileOptions()))
+    report = json.loads(artifact.members["report.json"])
+    binaries = {k: v for k, v in artifact.members.items() if k.startswith("vpu/") or k == "host.so"}
+    return binaries, report["accuracy"], report["summary"]
+
+
+def _without_times(summary):
+    if isinstance(summary, dict):
+        return {k: _without_times(v) for k, v in summary.items() if not k.endswith("_s")}
+    if isinstance(summary, list):
+        return [_without_times(v) for v in summary]
+    return summary
+
+
+def _empty_caches(monkeypatch) -> None:
+    for module, name in ((build, "_BUILT"), (reference, "_MEASURED"), (tile_mac, "_CHOSEN")):
+        monkeypatch.setattr(module, name, {})
+
+
+def test_a_repeated_compile_equals_a_cold_one(monkeypatch):
+    _empty_caches(monkeypatch)
+    first = _compiled(DSCNN)
+    other = _compiled(MOBILENET)
+    built = len(build._BUILT)
+    again = _compiled(DSCNN)
+    assert len(build._BUILT) == built == 2  # the second DS-CNN compile reused its build
+    _empty_caches(monkeypatch)
+    cold = _compiled(DSCNN)
+    for got in (first, again):
+        assert got[0] == cold[0]  # VPU programs, weights and the host library, byte for byte
+        assert got[1] == cold[1]  # the accuracy report
+        assert _without_times(got[2]) == _without_times(cold[2])
+    assert other[0]["host.so"] != first[0]["host.so"]
+    assert other[1] != first[1]

@@ -1,0 +1,88 @@
+"""The MAC planner's speedups change no choice: its memo (tile_mac._CHOSEN, per layer
+geometry and context) and the busy-time bound that skips estimating a candidate.
+
+Each subgraph is lowered at several SRAM sizes (which change the budgets, so the tilings);
+the programs and weight blobs must be the bytes an unmemoised, unpruned search gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.lower.codegen.emit import lower_subgraph
+from vpuc.compiler.lower.codegen.tiling import Events
+
+from .conftest import Builder, with_sram
+
+SRAM_SIZES = (12 * 1024, 14 * 1024, 16 * 1024, 64 * 1024)  # four different tilings
+
+
+def _subgraph(seed: int):
+    b = Builder(seed)
+    x = b.input("x", (1, 15, 13, 24))
+    y = b.conv(x, "c1", 40, stride=(2, 2), relu=True)
+    y = b.conv(y, "c2", 40, k=(1, 1), pads=(0, 0, 0, 0))
+    y = b.conv(y, "dw", 40, groups=40, relu=True)
+    return b.subgraph([b.dense(y, "fc", 10)])
+
+
+def _lowered(subgraph, target) -> tuple[bytes, bytes]:
+    program = lower_subgraph(subgraph, target)
+    return program.program.to_bytes(), program.blob
+
+
+def _reference(subgraph, target, monkeypatch) -> tuple[bytes, bytes]:
+    """Without the memo and without the bound (every fitting candidate estimated)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(tile_mac, "_CHOSEN", {})
+        patch.setattr(tile_mac, "_busy_bound", lambda events: 0)
+        found = _lowered(subgraph, target)
+        assert len(tile_mac._CHOSEN) > 0  # the patched memo was the one used
+    return found
+
+
+def test_memoised_plans_equal_a_fresh_search(vpu, monkeypatch):
+    subgraph = _subgraph(3)
+    monkeypatch.setattr(tile_mac, "_CHOSEN", {})
+    for sram in SRAM_SIZES + SRAM_SIZES:  # the second round reads the memo only
+        target = with_sram(vpu, sram)
+        assert _lowered(subgraph, target) == _reference(subgraph, target, monkeypatch), sram
+    tilings = {
+        str([layer["tiling"] for layer in lower_subgraph(subgraph, with_sram(vpu, s)).layers])
+        for s in SRAM_SIZES
+    }
+    assert len(tilings) == len(SRAM_SIZES)  # the sizes do reach different choices
+    keys = len(tile_mac._CHOSEN)
+    _lowered(subgraph, with_sram(vpu, SRAM_SIZES[0]))
+    assert len(tile_mac._CHOSEN) == keys  # a repeated lowering searched nothing new
+
+
+def test_another_subgraph_with_the_same_shapes_is_not_confused(vpu, monkeypatch):
+    """Same geometry, other weights and quantisation: the memo may give the same tiling,
+    but the program carries this subgraph's weights and requantisation."""
+    monkeypatch.setattr(tile_mac, "_CHOSEN", {})
+    target = with_sram(vpu, SRAM_SIZES[1])
+    first, second = _subgraph(3), _subgraph(4)
+    _lowered(first, target)
+    assert _lowered(second, target) == _reference(second, target, monkeypatch)
+
+
+@pytest.mark.parametrize("sram", SRAM_SIZES)
+def test_busy_bound_never_exceeds_the_estimate(vpu, monkeypatch, sram):
+    """The bound is sound: for every candidate the search builds, the MAC array's or the
+    vector unit's total busy time is at most the estimate's cycles (else pruning on it
+    could drop the fastest candidate)."""
+    pairs = []
+    estimate = Events.estimate
+
+    def checked(self, clock, output=None):
+        cycles = estimate(self, clock, output)
+        pairs.append((tile_mac._busy_bound(self), cycles))
+        return cycles
+
+    monkeypatch.setattr(tile_mac, "_CHOSEN", {})
+    monkeypatch.setattr(Events, "estimate", checked)
+    lower_subgraph(_subgraph(5), with_sram(vpu, sram))
+    assert len(pairs) > 4
+    assert all(bound <= cycles for bound, cycles in pairs), [p for p in pairs if p[0] > p[1]]
+    assert any(bound > 0 for bound, _ in pairs)
