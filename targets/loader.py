@@ -44,6 +44,7 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "vector_pool_block_h": (1, 64),
     "vector_pool_block_w": (1, 64),
     "flash_outstanding": (1, 64),
+    "vector_reciprocal_cycles": (1, 1 << 16),
 }
 WEIGHT_REGIONS = ("dram", "flash")
 FEATURE_MAP_HOMES = ("sram", "dram")
@@ -67,6 +68,7 @@ OPTIONAL_HARDWARE = (
     "flash_outstanding",
     "vector_pool_block_h",
     "vector_pool_block_w",
+    "vector_reciprocal_cycles",
 )
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
 

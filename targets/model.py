@@ -58,6 +58,10 @@ class Hardware:
     # narrower or shorter than the block pays for the whole block; 1 x 1: no block.
     vector_pool_block_h: int = 1
     vector_pool_block_w: int = 1
+    # Cycles of one softmax row's reciprocal (1 / the sum of its exps): 32 is a radix-2
+    # divider, one quotient bit a cycle plus the normalisation (docs/softmax.md); Ethos-U55
+    # has no divider and runs Newton-Raphson as a chain of one-element ops (docs/targets.md).
+    vector_reciprocal_cycles: int = 32
     # Where weights, scales and tables live (Vela's memory modes): "dram" (beside the feature
     # maps) or "flash", a second, read-only region with its own figures (0: none).
     weights_in: str = "dram"

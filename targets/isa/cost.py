@@ -326,9 +326,7 @@ def _mul(i: Mul, hw: Hardware) -> int:
     return vector_cycles(hw, ceil_div(elements, hw.vector_lanes), hw.vector_mul_per_cycle, 2 * elements + b)
 
 
-# One reciprocal per row: a radix-2 divider produces the 30-bit normalised quotient of
-# 2^(n+29) / sum one bit a cycle, plus the normalisation (docs/softmax.md).
-SOFTMAX_RECIPROCAL_CYCLES = 32
+# One reciprocal per row: hw.vector_reciprocal_cycles (a radix-2 divider's 32 by default).
 SOFTMAX_TABLE_BYTES = 4 * 256
 
 
@@ -338,7 +336,7 @@ def _softmax(i: Softmax, hw: Hardware) -> int:
         math.ceil(vectors * hw.vector_lanes / rate - 1e-9)
         for rate in (hw.vector_clip_per_cycle, hw.vector_lut_per_cycle, hw.vector_mul_per_cycle)
     )
-    compute = passes + i.rows * SOFTMAX_RECIPROCAL_CYCLES
+    compute = passes + i.rows * hw.vector_reciprocal_cycles
     return max(compute, _sram_cycles(hw, 4 * i.rows * i.depth + SOFTMAX_TABLE_BYTES))
 
 

@@ -3,13 +3,15 @@ figures: the issue cost, a scratchpad-bound MAC, a scratchpad-bound vector op, a
 bandwidth-bound DMA, depthwise pixels per cycle, vector throughput per kind, and weights
 read from flash (Vela's Shared_Sram) against the same load from DRAM, flash on its own
 port beside DRAM's, transfers retiring in order, and outstanding transfers overlapping
-their latency (a DMA-bound program where that saves 70.6%)."""
+their latency (a DMA-bound program where that saves 70.6%), and softmax's reciprocal."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from vpuc.sim import Add, AvgPool, Conv, Dma, End, Opcode, Requant, Simulator
+import numpy as np
+
+from vpuc.sim import Add, AvgPool, Conv, Dma, End, Opcode, Requant, Simulator, Softmax
 from vpuc.targets import load_target
 
 
@@ -177,3 +179,24 @@ def test_pooling_pays_for_whole_output_blocks():
         == cycles(with_figures(vector_pool_per_cycle=8.0), pool2)
         == 256
     )
+
+
+def test_softmax_pays_the_targets_reciprocal_per_row():
+    u55 = load_target("u55-256")
+    image = np.full(256, 1 << 20, np.int32).view(np.uint8)  # the exp table, in DRAM
+    table = Dma(opcode=Opcode.LOAD, dram=0, sram=1024, row_bytes=1024, signal=1)
+    softmax = Softmax(src=0, dst=64, table=1024, rows=2, depth=10, wait=1)
+
+    def span(target) -> int:
+        result = Simulator(target).run([table, softmax, End()], image)
+        return result.timeline.end[1] - result.timeline.start[1]
+
+    # u55-256: 2 rows of 10 = 2 vectors of 16 lanes, three passes at 4 (max), 1 (table) and
+    # 8/9 (mul) elements a cycle: 8 + 32 + 36 = 76; 2 reciprocals of 376 (Vela's chain of a
+    # CLZ and 20 one-element ops); issue 8. SRAM: 80 + 1024 B at 32 B/cycle = 35, less.
+    assert span(u55) == 8 + 76 + 2 * 376
+    # a radix-2 divider's 32 cycles instead
+    divider = dataclasses.replace(
+        u55, hardware=dataclasses.replace(u55.hardware, vector_reciprocal_cycles=32)
+    )
+    assert span(divider) == 8 + 76 + 2 * 32
