@@ -71,3 +71,12 @@ def test_stdout_on_a_full_device_is_one_line(relu, args):
         result = _vpuc(*args, stdout=full, cwd=relu)
     _one_line(result, 2, "cannot write", "No space left on device")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("budget", ["0", "-5", "nan", "inf"])
+def test_a_time_budget_that_is_not_a_positive_number_of_seconds(relu, budget):
+    """`--time-budget nan` and `inf` ran the search ("tuning failed: cannot convert float NaN
+    to integer"): refused before any work, as 0 and negatives were."""
+    result = _vpuc("tune", "m.onnx", "--time-budget", budget, "--db", "db", cwd=relu)
+    _one_line(result, 2, "--time-budget", "positive number of seconds")
+    assert not (relu / "db").exists()
