@@ -54,6 +54,8 @@ BUG_HINT = "this is a bug in vpuc, rerun with VPUC_DEBUG=1 for details"
 WRITTEN_PATHS = (
     "output", "outputs", "html", "per_layer_csv", "trace", "svg", "dot", "junit", "emit_asm", "db",
 )  # fmt: skip
+# The files vpuc reads: `vpuc compile /dev/zero` read the device until memory ran out.
+READ_PATHS = ("model", "artifact", "inputs", "calib", "check", "float_model", "run")
 # A full disk, a quota, a read-only file system: the machine's state, not vpuc's bug.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
@@ -129,15 +131,19 @@ def _internal_error(command: str, args, exc: Exception) -> int:
 
 
 def _refuse_special_files(args) -> None:
-    """A written path that exists as a device, a FIFO or a socket: a user error, before any work."""
+    """A path read or written that exists as a device, a FIFO or a socket: a user error, before
+    any work."""
     from vpuc.compiler.errors import CompileError
 
-    for dest in WRITTEN_PATHS:
+    for dest in (*WRITTEN_PATHS, *READ_PATHS):
         value = getattr(args, dest, None)
-        if not value or not os.path.exists(value) or os.path.isfile(value) or os.path.isdir(value):
+        if not isinstance(value, str) or not value or not os.path.exists(value):
+            continue
+        if os.path.isfile(value) or os.path.isdir(value):
             continue
         flag = "-o" if dest == "output" else "--" + dest.replace("_", "-")
-        raise CompileError(f"{value}: is not a regular file (a device or a pipe); give {flag} a file name")
+        hint = f"; give {flag} a file name" if dest in WRITTEN_PATHS else ""
+        raise CompileError(f"{value}: is not a regular file (a device or a pipe){hint}")
 
 
 def _json_error(args, message: str, code: int) -> None:

@@ -16,10 +16,10 @@ import pytest
 from onnx import TensorProto, helper
 
 
-def _vpuc(*args, stdout=subprocess.PIPE, cwd=None):
+def _vpuc(*args, stdout=subprocess.PIPE, cwd=None, timeout=300):
     return subprocess.run(
         [sys.executable, "-m", "vpuc.compiler.cli", *map(str, args)],
-        stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300, cwd=cwd,
+        stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout, cwd=cwd,
     )  # fmt: skip
 
 
@@ -63,6 +63,26 @@ def test_no_writer_replaces_a_special_file(relu, tmp_path, args, flag):
     result = _vpuc(*(a.format(fifo=fifo) for a in args), cwd=relu)
     _one_line(result, 2, str(fifo), "not a regular file", flag)
     assert stat.S_ISFIFO(fifo.lstat().st_mode), "the FIFO was replaced"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("compile", "{fifo}"),
+        ("partition", "{fifo}"),
+        ("run", "{fifo}"),
+        ("run", "m.vpub", "--inputs", "{fifo}"),
+        ("run", "m.vpub", "--check", "{fifo}"),
+        ("compile", "m.onnx", "--target", "vpu", "--calib", "{fifo}", "-o", "n.vpub"),
+    ],
+)
+def test_no_reader_reads_a_special_file(relu, tmp_path, args):
+    """`vpuc compile /dev/zero` read the device until memory ran out; `--inputs /dev/zero` said
+    "no such file". A FIFO stands in (reading one without a writer blocks: the timeout)."""
+    fifo = tmp_path / "device"
+    os.mkfifo(fifo)
+    result = _vpuc(*(a.format(fifo=fifo) for a in args), cwd=relu, timeout=120)
+    _one_line(result, 2, str(fifo), "not a regular file")
 
 
 @pytest.mark.parametrize("args", [("targets",), ("run", "m.vpub"), ("run", "m.vpub", "--json")])
