@@ -23,6 +23,7 @@ with 141, as SIGPIPE ends other tools. Nothing here imports TVM until a command 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import traceback
@@ -46,6 +47,17 @@ TARGET_HELP = (
     "with no VPU: give --target vpu (or vpu-plus, u55-256) to compile for the VPU"
 )
 BUG_HINT = "this is a bug in vpuc, rerun with VPUC_DEBUG=1 for details"
+# Every option that names a file or folder vpuc writes (or a run's timeline it reads back).
+# Each writer writes a temporary file and renames it over the path: run as root, that rename
+# replaced /dev/full or /dev/null with a regular file (issue 26 item 1), so a path that exists
+# and is neither a file nor a folder is refused before any work.
+WRITTEN_PATHS = (
+    "output", "outputs", "html", "per_layer_csv", "trace", "svg", "dot", "junit", "emit_asm", "db",
+)  # fmt: skip
+# The files vpuc reads: `vpuc compile /dev/zero` read the device until memory ran out.
+READ_PATHS = ("model", "artifact", "inputs", "calib", "check", "float_model", "run")
+# A full disk, a quota, a read-only file system: the machine's state, not vpuc's bug.
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,6 +89,7 @@ def _guarded(command: str, handler: Callable[[argparse.Namespace], int], args) -
 
     _rich_pipe_policy()
     try:
+        _refuse_special_files(args)
         code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
@@ -90,18 +103,47 @@ def _guarded(command: str, handler: Callable[[argparse.Namespace], int], args) -
     except KeyboardInterrupt:
         print(f"vpuc {command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            return _internal_error(command, args, exc)
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"vpuc {command}: cannot write its output{where}: {exc.strerror}", file=sys.stderr)
+        _json_error(args, f"cannot write its output{where}: {exc.strerror}", EXIT_USER_ERROR)
+        _silence_stdout()  # stdout may be the full device: the exit's flush must not fail again
+        return EXIT_USER_ERROR
     except InternalError as exc:  # a known stage failed inside TVM: a bug, named
         _debug_traceback()
         print(f"vpuc {command}: internal error: {exc}; {BUG_HINT}", file=sys.stderr)
         _json_error(args, f"internal error: {exc}", EXIT_INTERNAL_ERROR)
         return EXIT_INTERNAL_ERROR
-    except Exception as exc:  # a bug: one line, never a traceback unless asked
-        _debug_traceback()
-        message = " ".join(str(exc).split())[:500]
-        print(f"vpuc {command}: internal error ({type(exc).__name__}: {message}); {BUG_HINT}",
-              file=sys.stderr)  # fmt: skip
-        _json_error(args, f"internal error ({type(exc).__name__}: {message})", EXIT_INTERNAL_ERROR)
-        return EXIT_INTERNAL_ERROR
+    except Exception as exc:
+        return _internal_error(command, args, exc)
+
+
+def _internal_error(command: str, args, exc: Exception) -> int:
+    """A bug: one line, never a traceback unless asked."""
+    _debug_traceback()
+    message = " ".join(str(exc).split())[:500]
+    print(f"vpuc {command}: internal error ({type(exc).__name__}: {message}); {BUG_HINT}",
+          file=sys.stderr)  # fmt: skip
+    _json_error(args, f"internal error ({type(exc).__name__}: {message})", EXIT_INTERNAL_ERROR)
+    return EXIT_INTERNAL_ERROR
+
+
+def _refuse_special_files(args) -> None:
+    """A path read or written that exists as a device, a FIFO or a socket: a user error, before
+    any work."""
+    from vpuc.compiler.errors import CompileError
+
+    for dest in (*WRITTEN_PATHS, *READ_PATHS):
+        value = getattr(args, dest, None)
+        if not isinstance(value, str) or not value or not os.path.exists(value):
+            continue
+        if os.path.isfile(value) or os.path.isdir(value):
+            continue
+        flag = "-o" if dest == "output" else "--" + dest.replace("_", "-")
+        hint = f"; give {flag} a file name" if dest in WRITTEN_PATHS else ""
+        raise CompileError(f"{value}: is not a regular file (a device or a pipe){hint}")
 
 
 def _json_error(args, message: str, code: int) -> None:
@@ -112,7 +154,7 @@ def _json_error(args, message: str, code: int) -> None:
         try:
             print(json.dumps({"error": message, "exit_code": code}))
             sys.stdout.flush()
-        except (BrokenPipeError, ValueError):
+        except (OSError, ValueError):  # a closed pipe, a full device
             pass
 
 

@@ -129,8 +129,8 @@ def tune_command(args) -> int:
     from vpuc.compiler.tune.tuner import tune_model
     from vpuc.targets import load_target
 
-    if args.time_budget is not None and args.time_budget <= 0:
-        raise CompileError(f"--time-budget: must be positive, got {args.time_budget}")
+    if args.time_budget is not None and not 0 < args.time_budget < float("inf"):  # nan fails too
+        raise CompileError(f"--time-budget: must be a positive number of seconds, got {args.time_budget}")
     target = load_target(args.target)
     options = CompileOptions(
         input_shapes=input_shapes(args.input_shape), **partition_options(args),

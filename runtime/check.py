@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vpuc.runtime.check_dynamic import reference_own_error, widened_floor
+
 SQNR_MARGIN_DB = 10.0
 ABSOLUTE_SQNR_FLOOR_DB = 20.0  # a quantised output this far from the float model is broken
 FLOAT_ROUNDING_DB = 80.0  # floors never ask more: float32 paths differ from onnxruntime by ~1e-7
@@ -120,7 +122,8 @@ def check_run(
     if numerics != "int8":
         errors = compare(outputs, reference_outputs(model_path, inputs, bound), model_path)
         limit = FLOAT_TOLERANCE if tolerance is None else tolerance
-        rows = [{**e.to_json(), "passed": bool(e.rel_err <= limit)} for e in errors]
+        own = reference_own_error(model_path, inputs, bound)
+        rows = [_float_row(e, limit, own.get(e.name)) for e in errors]
         part = {"reference": "onnxruntime, float model", "tolerance_rel_err": limit, "outputs": rows}
         part["passed"] = all(r["passed"] for r in rows)
         return {"model": model_path, "numerics": numerics, "float": part, "qdq": None,
@@ -169,14 +172,16 @@ def _float_check(
         outputs = {k: _dequantize(v, outs.get(k)) for k, v in outputs.items()}
     errors = compare(outputs, reference_outputs(float_path, inputs, bound), float_path)
     relative = {} if qdq_path is not None else _relative_floors(executable.artifact.report)
+    own = reference_own_error(float_path, inputs, bound)
     rows = []
     for e in errors:
         rel = relative.get(e.name)
         floor = max(f for f in (absolute, rel, float("-inf")) if f is not None)
-        floor = None if floor == float("-inf") else floor
+        floor = widened_floor(None if floor == float("-inf") else floor, own.get(e.name))
         rows.append(
             {
                 **e.to_json(),
+                **_own_error(own.get(e.name)),
                 "sqnr_floor_db": floor,
                 "sqnr_floor_absolute_db": absolute,
                 "sqnr_floor_relative_db": rel,
@@ -189,6 +194,24 @@ def _float_check(
         "outputs": rows,
         "passed": all(r["passed"] for r in rows),
     }
+
+
+def _float_row(error: OutputError, limit: float, own: OutputError | None) -> dict:
+    """A float output within `limit` (relative) of the reference, plus the reference's own
+    error when it has one (check_dynamic.py): max_abs <= limit x max|ref| + own max_abs."""
+    row = {**error.to_json(), **_own_error(own)}
+    if own is None:
+        return {**row, "passed": bool(error.rel_err <= limit)}
+    scale = error.max_abs_err / error.rel_err if error.rel_err > 0 else 0.0
+    return {**row, "passed": bool(error.max_abs_err <= limit * scale + own.max_abs_err)}
+
+
+def _own_error(own: OutputError | None) -> dict:
+    """The reference's own error beside a row (its kernel quantises activations), else nothing."""
+    if own is None:
+        return {}
+    return {"reference_own_max_abs_err": own.max_abs_err,
+            "reference_own_sqnr_db": own.sqnr_db if np.isfinite(own.sqnr_db) else None}  # fmt: skip
 
 
 def _dequantize(array: np.ndarray, params) -> np.ndarray:

@@ -11,9 +11,9 @@
 
 Budget: --trials N candidates in all (default TRIALS_PER_TASK per task) and/or
 --time-budget seconds, whichever ends first. The search runs in rounds (one task, at most
-MAX_TRIALS_PER_ITER candidates, BUDGET_TRIALS_PER_ROUND under a budget) and stops between
-them, before a round the longest so far says would end past the budget; no TVM task is
-terminated.
+MAX_TRIALS_PER_ITER candidates, BUDGET_TRIALS_PER_ROUND under a budget); under a budget each
+round is sized to the time left at the seconds per candidate measured so far, and a round
+that cannot fit one candidate is not started (`_RoundClock`); no TVM task is terminated.
 MetaSchedule's cost model here is "random" (its default, XGBoost, is a dependency we do
 not pin): the search still keeps the measured best of each batch and mutates it.
 
@@ -49,6 +49,7 @@ POPULATION = 64
 GENETIC_ITERS = 1
 EVOLUTION_MIN_TRIALS_PER_TASK = 16  # below: random samples of the space (replay-trace)
 BUDGET_TRIALS_PER_ROUND = 8  # with --time-budget: rounds short enough to stop within 10 %
+FIRST_CALL_TRIALS = 2  # with --time-budget, the first call measures a candidate's cost
 MIN_SPEEDUP = 1.05  # a record is kept only when this much faster than the default
 TIMING_REPEATS = 20
 CHECK_GAIN = 1.05  # a task's new best is checked when this much faster than the last checked
@@ -79,6 +80,9 @@ class TuneResult:
     elapsed_s: float
     tasks: list[TaskOutcome] = field(default_factory=list)
     resumed: int = 0  # tasks that already had a record in the database before this run
+    # seconds from the start to the end of the first MetaSchedule call (the worker pools'
+    # start and one call): the least any budget takes, since one call always runs
+    first_call_s: float | None = None
 
     @property
     def stored(self) -> int:
@@ -87,7 +91,7 @@ class TuneResult:
     def to_json(self) -> dict[str, Any]:
         return {"database": str(self.database), "trials": self.trials, "elapsed_s": round(self.elapsed_s, 1),
                 "tasks": [t.to_json() for t in self.tasks], "stored": self.stored,
-                "resumed": self.resumed}  # fmt: skip
+                "resumed": self.resumed, "first_call_s": _round(self.first_call_s)}  # fmt: skip
 
 
 def tune_model(
@@ -133,6 +137,7 @@ def tune_tasks(
         if time_budget_s is not None:  # short rounds: the budget is checked between them
             per_iter = min(per_iter, BUDGET_TRIALS_PER_ROUND)
         bar = _Progress(len(tasks), trials, time_budget_s, enabled=progress)
+        clock = _RoundClock(None if time_budget_s is None else start + time_budget_s)
         builder = ms.builder.LocalBuilder(max_workers=host.num_cores, initializer=compat.metaschedule)
         runner = ms.runner.LocalRunner(initializer=compat.metaschedule)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), bar.callback(ms)]
@@ -140,8 +145,7 @@ def tune_tasks(
             with bar, _StopOnInterrupt() as stop:
                 _search_in_rounds(
                     ms, keepers, host, work, work_db, builder, runner, callbacks, bar, trials,
-                    per_iter, None if time_budget_s is None else start + time_budget_s, seed, evolve,
-                    stop,
+                    per_iter, clock, seed, evolve, stop,
                 )  # fmt: skip
         except CompileError:
             raise
@@ -152,31 +156,31 @@ def tune_tasks(
         if stop.requested:  # every record stored so far is on disk, whole
             raise KeyboardInterrupt
         outcomes = [k.finish() for k in keepers]
-    return TuneResult(Path(db_dir), bar.trials, time.perf_counter() - start, outcomes, resumed)
+    first_call_s = None if clock.first_end is None else clock.first_end - start
+    return TuneResult(Path(db_dir), bar.trials, time.perf_counter() - start, outcomes, resumed, first_call_s)
 
 
 def _search_in_rounds(
-    ms, keepers, host, work, work_db, builder, runner, callbacks, bar, trials, per_iter, deadline, seed,
+    ms, keepers, host, work, work_db, builder, runner, callbacks, bar, trials, per_iter, clock, seed,
     evolve, stop,
 ) -> None:  # fmt: skip
-    """Round-robin over the tasks, `per_iter` candidates of one task per MetaSchedule call, all
-    into one database (the evolutionary search starts from its measured best); after each
-    call, a better best is checked and stored (`_Keeper.update`). The deadline is checked
-    between calls, before starting one that the longest call so far says would end past
-    it: nothing of TVM's is terminated mid-task. A Ctrl-C (`stop`) ends the search there too."""
-    remaining, longest, exhausted, round_index = trials, 0.0, set(), 0
+    """Round-robin over the tasks, at most `per_iter` candidates of one task per MetaSchedule
+    call, all into one database (the evolutionary search starts from its measured best); after
+    each call, a better best is checked and stored (`_Keeper.update`). Under a deadline each
+    call is sized to end before it (`_RoundClock`), and none starts that would not: nothing of
+    TVM's is terminated mid-task. A Ctrl-C (`stop`) ends the search between calls too."""
+    remaining, exhausted, round_index = trials, set(), 0
     while remaining > 0 and len(exhausted) < len(keepers):
         for i, keeper in enumerate(keepers):
             if remaining <= 0 or i in exhausted:
                 continue
-            now = time.perf_counter()
             if stop.requested:
                 return
-            if deadline is not None and now + longest > deadline:
+            n = clock.trials(i, min(per_iter, remaining))
+            if n < 1:
                 bar.stopped = True
                 return
-            n = min(per_iter, remaining)
-            before = bar.trials
+            before, started = bar.trials, time.perf_counter()
             context = ms.TuneContext(
                 mod=keeper.task.mod, target=host.target, space_generator="post-order-apply",
                 search_strategy=_strategy(ms, evolve), task_name=keeper.task.name,
@@ -189,12 +193,41 @@ def _search_in_rounds(
                 cost_model="random", measure_callbacks=callbacks, task_scheduler="round-robin",
             )  # fmt: skip
             keeper.update()
-            longest = max(longest, time.perf_counter() - now)
+            clock.record(i, n, time.perf_counter() - started)
             measured = bar.trials - before
             remaining -= max(measured, 1)
             if measured == 0:
                 exhausted.add(i)
         round_index += 1
+
+
+class _RoundClock:
+    """Sizes each MetaSchedule call to the time left (issue 26 item 2): a call of n candidates
+    is projected at n times the seconds per candidate its task's last call took (build, run and
+    the check after it, at the machine's load then), a task not yet searched at the slowest
+    first call's rate, and the very first call tries FIRST_CALL_TRIALS. A call whose projection
+    ends past the deadline is shortened; one that cannot fit a candidate is not started."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.rate: dict[int, float] = {}  # task -> seconds per candidate, its last call
+        self.first_rate = 0.0  # the slowest first call of any task, seconds per candidate
+        self.first_end: float | None = None  # when the search's first call ended
+
+    def trials(self, task: int, wanted: int) -> int:
+        if self.deadline is None:
+            return wanted
+        rate = self.rate.get(task, self.first_rate)
+        if rate == 0.0:
+            return min(wanted, FIRST_CALL_TRIALS)
+        return min(wanted, int((self.deadline - time.perf_counter()) / rate))
+
+    def record(self, task: int, n: int, seconds: float) -> None:
+        if self.first_end is None:
+            self.first_end = time.perf_counter()
+        if task not in self.rate:
+            self.first_rate = max(self.first_rate, seconds / n)
+        self.rate[task] = seconds / n
 
 
 def _strategy(ms, evolve: bool):

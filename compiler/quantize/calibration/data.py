@@ -13,7 +13,8 @@ Held-out samples (for the accuracy report, never used to calibrate): from a file
 HELD_OUT_FRACTION of its samples (at least one; a one-sample file is used for both, with a
 warning); for synthetic data, max(MIN_SYNTHETIC_HELD_OUT, N // 4) fresh samples drawn from
 a second, independent stream of the same seed. `--held-out K` sets the count instead (the
-last K of a file's samples, or K fresh synthetic ones).
+last K of a file's samples, or K fresh synthetic ones). Synthetic float samples are drawn
+when read, one at a time (drawn.py): memory holds one sample of each input, whatever N.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import onnx
 
 from vpuc.compiler.errors import first_line
 from vpuc.compiler.frontend.shapes import TensorSpec
+from vpuc.compiler.quantize.calibration.drawn import DrawnStack
 from vpuc.compiler.quantize.errors import CalibrationError
 
 SYNTHETIC_DISTRIBUTION = (
@@ -48,7 +50,8 @@ SYNTHETIC_WARNING = (
 
 @dataclass(frozen=True)
 class CalibrationData:
-    """N samples of every model input: `samples[name]` has shape (N, *input_shape)."""
+    """N samples of every model input: `samples[name]` has shape (N, *input_shape); a synthetic
+    float input's is a DrawnStack (drawn.py), which holds one sample and draws it when read."""
 
     samples: dict[str, np.ndarray]
     source: str  # a file path, or "synthetic (N=.., seed=..)"
@@ -83,16 +86,16 @@ def synthetic_calibration(
     rng = np.random.default_rng([seed, stream])
     tables = gather_table_sizes(onnx_model) if onnx_model is not None else {}
     samples = {}
-    for spec in input_specs:
+    for position, spec in enumerate(input_specs):
         shape = (n, *spec.shape)
         dtype = np.dtype(spec.dtype)
         if np.issubdtype(dtype, np.floating):
-            # One sample at a time in float64, stored in the input's dtype: the same stream
-            # (the generator fills in order) without N float64 samples at once.
-            stack = np.empty(shape, dtype)
-            for index in range(n):
-                stack[index] = rng.standard_normal(spec.shape)
-            samples[spec.name] = stack
+            # Drawn when read, one sample at a time (drawn.py); the next input's numbers start
+            # where these n draws end, as they did when the stack was drawn here.
+            samples[spec.name] = DrawnStack(rng.bit_generator.state, spec.shape, dtype, n)
+            if position + 1 < len(input_specs):
+                for _ in range(n):
+                    rng.standard_normal(spec.shape)
         elif spec.name in tables:
             samples[spec.name] = rng.integers(0, tables[spec.name], shape).astype(dtype)
         else:
@@ -102,17 +105,44 @@ def synthetic_calibration(
 
 def check_fits_in_memory(input_specs: list[TensorSpec], n: int, what: str) -> None:
     """Refuse, as the user's problem, samples that cannot fit in this machine's memory: one line
-    naming the input and the bytes needed (docs/quantization.md)."""
+    naming the input and the bytes needed (docs/quantization.md). A synthetic float input holds
+    one sample at a time (its float64 draw and its copy in the input's dtype); an integer one
+    holds all n."""
     available = available_memory_bytes()
     for spec in input_specs:
-        needed = n * math.prod(spec.shape) * np.dtype(spec.dtype).itemsize
+        dtype = np.dtype(spec.dtype)
+        drawn = np.issubdtype(dtype, np.floating)
+        held = 1 if drawn else n
+        needed = held * math.prod(spec.shape) * (dtype.itemsize + (8 if drawn else 0))
         if needed > available:
             dims = "x".join(map(str, spec.shape)) or "scalar"
+            samples = "to draw one sample" if drawn else f"for {n} samples"
             raise CalibrationError(
-                f"{what}: input '{spec.name}' ({dims} {np.dtype(spec.dtype).name}) needs "
-                f"{needed:,} bytes for {n} samples; this machine has {available:,} available "
-                "(give fewer samples or a smaller --input-shape)"
+                f"{what}: input '{spec.name}' ({dims} {dtype.name}) needs {needed:,} bytes {samples}; "
+                f"this machine has {available:,} available (give a smaller --input-shape"
+                f"{'' if drawn else ' or fewer samples'})"
             )
+
+
+def check_outputs_fit_in_memory(onnx_model: onnx.ModelProto | None, held: int, what: str) -> None:
+    """The accuracy report keeps the float and the quantised model's outputs of every held-out
+    sample: refuse a count whose outputs cannot fit, naming the bytes (outputs of unknown
+    shape are not counted)."""
+    if onnx_model is None:
+        return
+    per_sample = 0
+    for output in onnx_model.graph.output:
+        tensor = output.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type) if tensor.elem_type else None
+        if dtype is not None and all(dims):
+            per_sample += 2 * math.prod(dims) * np.dtype(dtype).itemsize
+    needed, available = held * per_sample, available_memory_bytes()
+    if needed > available:
+        raise CalibrationError(
+            f"{what}: the accuracy report keeps both models' outputs of {held} held-out samples, "
+            f"{needed:,} bytes; this machine has {available:,} available (give fewer samples or --held-out K)"
+        )
 
 
 def available_memory_bytes() -> int:
@@ -316,6 +346,7 @@ def synthetic_split(
     held = synthetic_held_out_count(n, held)
     check_fits_in_memory(input_specs, n, f"--calib-synthetic {n}")
     check_fits_in_memory(input_specs, held, f"--held-out {held}")
+    check_outputs_fit_in_memory(onnx_model, held, f"--calib-synthetic {n}, --held-out {held}")
     calibration = synthetic_calibration(input_specs, n, seed, stream=0, onnx_model=onnx_model)
     held_out = synthetic_calibration(input_specs, held, seed, stream=1, onnx_model=onnx_model)
     warning = SYNTHETIC_WARNING.format(what=f"{n} samples, {SYNTHETIC_DISTRIBUTION}, seed {seed}")
