@@ -13,15 +13,18 @@ fixpoint, as the subgraph rule: while some edge layer's move lowers the total, t
 that lowers it most moves. A layer is at the edge when none of its inputs comes from its
 own subgraph (it begins it) or none of its outputs is read inside it (it ends it). The views
 (reshapes) of its subgraph that touch it move with it: views never cut a subgraph, and
-one left alone would only add transfers.
+one left alone would only add transfers. Only layers of the kinds the host figures are
+fitted on (fitted_kinds) are priced so: another kind's host estimate is no price (a
+Softmax's counts no exponential).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from vpuc.compiler.partition import cost
-from vpuc.compiler.partition.graph import HOST, Composite, Graph
+from vpuc.compiler.partition.graph import HOST, Composite, Graph, core_of
 from vpuc.compiler.partition.placement import (
     boundaries,
     cpu_seconds,
@@ -78,6 +81,9 @@ def _best_move(graph, current, composites, target) -> EdgeMove | None:
     for composite in composites:
         if composite.name in VIEW_COMPOSITES or not _on_vpu(current, composite):
             continue  # a view moves with the layer beside it; this one moved already
+        core = core_of(graph, list(composite.members))
+        if core is None or core.view is None or core.view.kind not in fitted_kinds():
+            continue  # the host figures say nothing true of it
         members = _with_views(current, composite, holder, graph)
         if sizes[composite.subgraph] == len(members) or not _at_edge(
             graph, current, members, composite.subgraph
@@ -87,6 +93,16 @@ def _best_move(graph, current, composites, target) -> EdgeMove | None:
         if move.saving > 0 and (best is None or move.saving > best.saving):
             best = move
     return best
+
+
+@functools.cache
+def fitted_kinds() -> frozenset[str]:
+    """The op kinds `vpuc calibrate-host` fits the [host] figures on (its probes: convs,
+    dense layers, Relu, Add, MaxPool). Other kinds' host time is a lower bound at best (a
+    Softmax's exponentials are not in the model), not a price to move a layer by."""
+    from vpuc.compiler.tune.calibrate import probes  # builds ONNX models: only when asked
+
+    return frozenset(probe.view.kind for probe in probes())
 
 
 def judge_move(graph: Graph, current, composite: Composite, members: set[str], target: Target) -> EdgeMove:
