@@ -79,3 +79,38 @@ def test_sixteen_channel_first_conv_stays_on_the_vpu(partition):
 def test_without_profitability_nothing_moves(partition):
     rows = _rows(partition(_model(1, 10, 4), "vpu", profitability=False))
     assert {row["device"] for row in rows.values()} == {"vpu"}
+
+
+def _softmax_head():
+    """MatMul (10 -> 16) -> Relu -> Softmax: the Softmax ends the subgraph."""
+    weight = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((10, 16)).astype(np.float32), "w0"
+    )
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["m"], name="fc"),
+        helper.make_node("Relu", ["m"], ["r"], name="relu"),
+        helper.make_node("Softmax", ["r"], ["y"], name="softmax", axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "softmax_head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_softmax_is_not_priced_by_host_figures_not_fitted_on_it(partition, monkeypatch):
+    # u55-256's host prices the Softmax at 500 + 16 / 2 + 4 x (16 + 16) / 4 = 540 cycles at
+    # 400 MHz (1.35 us), below its VPU time, but that counts no exponential: the host figures
+    # are fitted on convs, dense layers, Relu, Add and MaxPool, and the Softmax stays.
+    from vpuc.compiler.partition import edges
+
+    assert _rows(partition(_softmax_head(), "u55-256"))["softmax"]["device"] == "vpu"
+    fitted = edges.fitted_kinds()
+    monkeypatch.setattr(edges, "fitted_kinds", lambda: fitted | {"softmax"})
+    moved = _rows(partition(_softmax_head(), "u55-256"))["softmax"]
+    assert moved["device"] == "cpu" and "(CPU 1.35 us + host<->VPU transfers +0.00 us" in moved["reason"]
