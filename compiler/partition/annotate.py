@@ -74,6 +74,8 @@ def _fusion_pattern(
         names = {var: var.name for var in ctx.matched_bindings.keys()}
         core = ctx.annotated_expr["core"]
         core_name = _bound_name(ctx, core) or "?"
+        if _leaks(ctx):  # a shorter row takes the core alone (conv -> x + 3 read twice: hard-swish)
+            return False
         refused = sorted(name for name in names.values() if name in blocked)
         if refused:  # every blocked binding of the match gets its reason (not the first one found)
             for name in refused:
@@ -95,6 +97,14 @@ def _fusion_pattern(
         return {VARS_ATTR: ",".join(annotation._taken.get(hash(annotated["root"]), []))}
 
     return FusionPattern(row.name, row.pattern, row.annotations, check, attrs)
+
+
+def _leaks(ctx: PatternCheckContext) -> bool:
+    """Whether a value computed inside the match is also read outside it: the code generator
+    cannot lower such a layer (it returns one value), so the match must not take it."""
+    inside = set(ctx.matched_bindings.keys())
+    root = _bound_var(ctx, ctx.matched_expr)
+    return any(user not in inside for var in inside if var != root for user in ctx.var_usages.get(var, []))
 
 
 def _violations(
@@ -163,6 +173,10 @@ def not_listed_reason(kind: str, target: Target) -> str:
     return reason
 
 
+def _bound_var(ctx: PatternCheckContext, expr):
+    return ctx.value_to_bound_var.get(expr) if expr in ctx.value_to_bound_var else None
+
+
 def _bound_name(ctx: PatternCheckContext, expr) -> str | None:
-    var = ctx.value_to_bound_var.get(expr) if expr in ctx.value_to_bound_var else None
+    var = _bound_var(ctx, expr)
     return var.name if var is not None else None

@@ -23,6 +23,11 @@ GlobalAveragePool over 2x8 on vpu came out 6 LSB low), so a QDQ module gets stag
 (stages - 1) * scale(x) <= scale(mean), and otherwise keeps the mean on the CPU. A float module gets
 float weights 1/(kh*kw), which the quantiser quantises like any conv's.
 
+    x * a + b per channel (a BatchNorm bn_fold could not fold)
+        -> depthwise 1x1 conv(x, a) + b                                  near    conv2d
+           in a QDQ module only where its int8 weights and int32 bias (at the input's
+           scale) are less than one output step from the float answer for every int8 x
+
 `decompose_for_vpu` returns the module, the provenance of the new bindings (the node they
 replace) and, per ONNX node, what it became or why no decomposition applies (the partition
 report shows both).
@@ -117,11 +122,11 @@ class _Decomposer(PyExprMutator):
         value = binding.value
         affine = self._channel_affine(value) if self.target.supports("conv2d") else None
         if affine is not None and isinstance(binding.var, relax.DataflowVar):
-            data, scale, shift, nhwc = affine
-            new = self.builder_.emit(
-                self._affine_conv(binding.var, data, scale, shift, nhwc), binding.var.name
-            )
-            self.set_var_remap(binding.var, new)
+            expr = self._affine_conv(binding.var, *affine)
+            if expr is None:  # its int8 form is too coarse: the multiply-add stays on the CPU
+                super().visit_var_binding_(binding)
+                return
+            self.set_var_remap(binding.var, self.builder_.emit(expr, binding.var.name))
             return
         axes = _spatial(value) if isinstance(value, relax.Call) else None
         dataflow = isinstance(binding.var, relax.DataflowVar)
@@ -166,9 +171,10 @@ class _Decomposer(PyExprMutator):
                 return data, scale.reshape(-1), shift.reshape(-1), nhwc
         return None
 
-    def _affine_conv(self, var, data, scale, shift, nhwc: bool) -> relax.Expr:
+    def _affine_conv(self, var, data, scale, shift, nhwc: bool) -> relax.Expr | None:
         """x * a + b per channel as a depthwise 1x1 conv with bias (exact in float; int8
-        weights a / s, s = |a| / 127 per channel, as the quantiser would make them)."""
+        weights a / s, s = |a| / 127 per channel, as the quantiser would make them); None
+        where that int8 form is too coarse (_affine_too_coarse)."""
         channels = scale.size
         shape = (channels, 1, 1, 1)
         params = self._input_params(data)
@@ -184,6 +190,8 @@ class _Decomposer(PyExprMutator):
             )  # fmt: skip
             b_scale = (np.float32(compat.constant_array(params[0])) * w_scale).astype(np.float32)
             b_q = np.rint(shift / b_scale).astype(np.int32)
+            if self._affine_too_coarse(var, params, scale, shift, w_q, w_scale, b_q, b_scale):
+                return None
             bias = relax.op.dequantize(
                 relax.const(b_q, "int32"), relax.const(b_scale, "float32"),
                 relax.const(np.zeros(channels, np.int32), "int32"), 0, "float32",
@@ -203,6 +211,31 @@ class _Decomposer(PyExprMutator):
             if params is not None
             else relax.const(shift.reshape(bias_shape).astype(np.float32), "float32"),
         )
+
+    def _affine_too_coarse(self, var, params, scale, shift, w_q, w_scale, b_q, b_scale) -> bool:
+        """Whether the int8 depthwise form of x * a + b can be a whole output step or more from
+        the float multiply-add for some int8 x (then the model's QDQ answer, which rounds the
+        float one, could be 2 LSB or more away; a fuzzer finding, vpu-0ddc546d35: an input
+        scale of 1.0 made the bias's step, input scale x weight scale, several output steps).
+        Worst case per channel: in_scale * max|x - zp| * |a - w| + |b - bias|, in float64."""
+        step_out = self.quantized_to.get(var)
+        if step_out is None:
+            return False
+        in_scale = float(compat.constant_array(params[0]))
+        zero = int(compat.constant_array(params[1]))
+        reach = max(abs(-128 - zero), abs(127 - zero))
+        weight_error = np.abs(scale - w_q.reshape(-1).astype(np.float64) * w_scale)
+        bias_error = np.abs(shift - b_q.astype(np.float64) * b_scale)
+        worst = float(np.max(in_scale * reach * weight_error + bias_error))
+        if worst < step_out:
+            return False
+        self._note(
+            var,
+            "no decomposition: a per-channel multiply-add (BatchNormalization) as a depthwise 1x1 "
+            f"conv with int8 weights and int32 bias at the input's scale {in_scale:.3g} is up to "
+            f"{worst / step_out:.1f} output steps ({step_out:.3g}) from the float one",
+        )
+        return True
 
     def _note(self, var: relax.Var, text: str) -> None:
         for node in self.provenance.get(var.name, []):

@@ -4,12 +4,16 @@ it saves, and always when it has fewer ONNX ops than `min_ops`.
 Greedy, to a fixpoint: the cost of an assignment is the VPU time of its subgraphs plus the
 CPU time of every op left on the CPU plus the host<->VPU transfer time of its boundaries
 (cost.py). While some subgraph, moved back to the CPU, lowers that total, the subgraph
-that lowers it most moves back. Each subgraph's verdict carries its figures.
+that lowers it most moves back. Then layer by layer at the edges of the subgraphs left
+(edges.py): a layer that begins or ends one moves to the CPU when that lowers the total,
+and the subgraph rule runs again on what is left. Each subgraph's verdict carries its
+figures; each layer moved, its own as its reason.
 """
 
 from __future__ import annotations
 
 from vpuc.compiler.partition import cost
+from vpuc.compiler.partition.edges import move_edge_layers
 from vpuc.compiler.partition.graph import Graph
 from vpuc.compiler.partition.placement import (
     SubgraphCost,
@@ -47,20 +51,32 @@ def judge(
                 graph, current, subgraph, composites, target, False, reason, estimated
             )
             current = {n: s for n, s in current.items() if s != subgraph}
-    while True:
-        worst = _most_costly(graph, current, composites, target, estimated)
-        if worst is None:
-            break
-        verdict = _verdict(graph, current, worst, composites, target, False, "", estimated)
-        verdicts[worst] = _with_reason(verdict, False)
-        current = {n: s for n, s in current.items() if s != worst}
+    current = _move_whole(graph, current, composites, target, estimated, verdicts)
+    current, edge_moves = move_edge_layers(graph, current, composites, target)
+    if edge_moves:  # a subgraph that lost a layer: its cycles are its layers' from here on
+        trimmed = {subgraph_of[name] for name in edge_moves}
+        estimated = {s: c for s, c in estimated.items() if s not in trimmed}
+        current = _move_whole(graph, current, composites, target, estimated, verdicts)
     for subgraph in subgraph_members(current):
         verdicts[subgraph] = _with_reason(
             _verdict(graph, current, subgraph, composites, target, True, "", estimated), True
         )
     kept = subgraph_members(current)
     blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if s not in kept}
+    blocked.update({n: reason for n, reason in edge_moves.items() if n not in blocked})
     return blocked, [verdicts[s] for s in sorted(verdicts)]
+
+
+def _move_whole(graph, current, composites, target, estimated, verdicts) -> dict[str, int]:
+    """The subgraph rule to its fixpoint: `current` without the subgraphs moved to the CPU,
+    each with its verdict in `verdicts`."""
+    while True:
+        worst = _most_costly(graph, current, composites, target, estimated)
+        if worst is None:
+            return current
+        verdict = _verdict(graph, current, worst, composites, target, False, "", estimated)
+        verdicts[worst] = _with_reason(verdict, False)
+        current = {n: s for n, s in current.items() if s != worst}
 
 
 def _most_costly(graph, current, composites, target, estimated) -> int | None:
@@ -78,7 +94,8 @@ def _verdict(graph, current, subgraph, composites, target, keep, reason, estimat
     names = subgraph_members(current)[subgraph]
     cycles = estimated.get(subgraph)
     if cycles is None:
-        cycles = vpu_cycles_of(graph, [c for c in composites if c.subgraph == subgraph], target)
+        layers = [c for c in composites if all(current.get(n) == subgraph for n in c.members)]
+        cycles = vpu_cycles_of(graph, layers, target)
     without = {n: s for n, s in current.items() if s != subgraph}
     added = transfer_seconds(boundaries(graph, current), target) - transfer_seconds(
         boundaries(graph, without), target

@@ -34,7 +34,7 @@ TARGETS = ("vpu", "vpu-plus", "u55-256")
 VPU_CHOICES = {"profitability": False, "min_subgraph_ops": 1}  # the cost model keeps small graphs on the host
 
 
-def _model(pattern: str) -> onnx.ModelProto:
+def _model(pattern: str, first_bias: bool = True) -> onnx.ModelProto:
     rng = np.random.default_rng(3)
     inits, nodes = [], []
 
@@ -52,6 +52,8 @@ def _model(pattern: str) -> onnx.ModelProto:
         )
 
     conv("x", "c0", C, C, 3)
+    if not first_bias:  # the Add of x + 3 must not be taken for the conv's bias
+        del nodes[0].input[2]
     if pattern == "hswish":
         nodes.append(helper.make_node("HardSigmoid", ["c0"], ["gate"], alpha=1 / 6, beta=0.5))
     elif pattern == "se":
@@ -111,11 +113,26 @@ def _quantized(model: onnx.ModelProto, folder: Path) -> Path:
 @pytest.mark.parametrize("form", ["float", "qdq"])
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_hard_swish_patterns_within_one_lsb(pattern, form, target, tmp_path):
+    _check_within_one_lsb(_model(pattern), form, target, tmp_path)
+
+
+@pytest.mark.parametrize("form", ["float", "qdq"])
+@pytest.mark.parametrize("pattern", ["clip", "hswish"])
+def test_hard_swish_after_conv_without_bias(pattern, form, tmp_path):
+    """The conv has no bias: its output is read by x + 3 and by the Mul, so the conv pattern
+    must not take the + 3 as its bias (the layer would compute a value read outside it, and
+    the code generator refused the Conv, the Add and the Clip to the CPU)."""
+    executable = _check_within_one_lsb(_model(pattern, first_bias=False), form, "vpu-plus", tmp_path)
+    layers = [layer["op"] for call in executable.vpu_calls for layer in call.entry.get("layers", [])]
+    assert "conv2d" in layers and "mul" in layers, layers
+
+
+def _check_within_one_lsb(model: onnx.ModelProto, form: str, target: str, tmp_path: Path):
     model_path = tmp_path / "model.onnx"
-    onnx.save(_model(pattern), model_path)
+    onnx.save(model, model_path)
     choices = dict(VPU_CHOICES)
     if form == "qdq":
-        model_path = _quantized(_model(pattern), tmp_path)
+        model_path = _quantized(model, tmp_path)
     else:
         np.savez(tmp_path / "calib.npz", x=_samples(8, 1))
         choices["calib"] = str(tmp_path / "calib.npz")
@@ -140,3 +157,4 @@ def test_hard_swish_patterns_within_one_lsb(pattern, form, target, tmp_path):
         limit = 2 if target == "u55-256" else 1
         rows = check["qdq_model"]["outputs"]
         assert rows and all(row["max_lsb"] is None or row["max_lsb"] <= limit for row in rows), rows
+    return executable
