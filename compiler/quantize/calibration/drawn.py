@@ -27,6 +27,11 @@ class DrawnStack:
         self._next = 0  # the absolute index the generator draws next
         self._last: tuple[int, np.ndarray] | None = None
 
+    def identity(self) -> str:
+        """What fixes every number this stack reads (the generator's state, the sample shape,
+        dtype, count and offset): a key for memoising on its values without drawing them."""
+        return repr((self._state, self.sample_shape, self.dtype.str, self._count, self._offset))
+
     @property
     def shape(self) -> tuple[int, ...]:
         return (self._count, *self.sample_shape)

@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from vpuc.compiler.quantize.calibration.data import CalibrationData
+from vpuc.compiler.quantize.calibration.drawn import DrawnStack
 from vpuc.compiler.quantize.measurement.metrics import output_figures, sqnr_db
 
 # Ops that move int8 values without computing on them: in the reference they move floats.
@@ -56,7 +57,11 @@ def _digest(model: onnx.ModelProto, held_out: CalibrationData, output_names: lis
     digest = hashlib.sha256(model.SerializeToString())
     digest.update(repr((held_out.source, output_names)).encode())
     for name in sorted(held_out.samples):
-        stack = np.ascontiguousarray(held_out.samples[name])
+        stack = held_out.samples[name]
+        if isinstance(stack, DrawnStack):  # synthetic: its seed, not its samples (never all held)
+            digest.update(repr((name, stack.identity())).encode())
+            continue
+        stack = np.ascontiguousarray(stack)
         digest.update(repr((name, stack.dtype.str, stack.shape)).encode())
         digest.update(stack.tobytes())
     return digest.hexdigest()
