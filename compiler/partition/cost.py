@@ -23,6 +23,9 @@ from vpuc.targets import Target
 from vpuc.targets.ops import OpView
 
 MAC_KINDS = ("conv2d", "dense", "matmul")
+# The op kinds `vpuc calibrate-host` (compiler/tune/calibrate.py) fits the [host] figures
+# on, one probe family each; tests/partition/test_edge_layers.py holds the two equal.
+HOST_FITTED_KINDS = frozenset({"conv2d", "dense", "relu", "add", "max_pool2d"})
 
 
 def _count(shape: tuple[int, ...]) -> int:

@@ -20,7 +20,6 @@ Softmax's counts no exponential).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from vpuc.compiler.partition import cost
@@ -95,14 +94,11 @@ def _best_move(graph, current, composites, target) -> EdgeMove | None:
     return best
 
 
-@functools.cache
 def fitted_kinds() -> frozenset[str]:
     """The op kinds `vpuc calibrate-host` fits the [host] figures on (its probes: convs,
     dense layers, Relu, Add, MaxPool). Other kinds' host time is a lower bound at best (a
     Softmax's exponentials are not in the model), not a price to move a layer by."""
-    from vpuc.compiler.tune.calibrate import probes  # builds ONNX models: only when asked
-
-    return frozenset(probe.view.kind for probe in probes())
+    return cost.HOST_FITTED_KINDS
 
 
 def judge_move(graph: Graph, current, composite: Composite, members: set[str], target: Target) -> EdgeMove:

@@ -114,3 +114,12 @@ def test_a_softmax_is_not_priced_by_host_figures_not_fitted_on_it(partition, mon
     monkeypatch.setattr(edges, "fitted_kinds", lambda: fitted | {"softmax"})
     moved = _rows(partition(_softmax_head(), "u55-256"))["softmax"]
     assert moved["device"] == "cpu" and "(CPU 1.35 us + host<->VPU transfers +0.00 us" in moved["reason"]
+
+
+def test_the_fitted_kinds_are_the_kinds_calibrate_host_probes():
+    """The edge rule prices only kinds whose host figures `vpuc calibrate-host` fitted: the
+    partitioner's list (it may not import the command) must name exactly the probes' kinds."""
+    from vpuc.compiler.partition import edges
+    from vpuc.compiler.tune.calibrate import probes
+
+    assert edges.fitted_kinds() == frozenset(probe.view.kind for probe in probes())
