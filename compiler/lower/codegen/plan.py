@@ -134,6 +134,7 @@ class OpPlan:
     dram_read_bytes: int = 0
     dram_write_bytes: int = 0
     macs: int = 0
+    key_base: float = 0.0  # the key its events count from (tiling.Context.key_base)
 
     @property
     def working_set_bytes(self) -> int:
