@@ -37,11 +37,11 @@ def rooms(plans: list[OpPlan], free: list[int], index: int) -> tuple[tuple[int, 
     `free[t]`: the bytes no resident tensor, buffer or earlier prefetch takes at layer t."""
     found, room = [], None
     for t in range(index - 1, -1, -1):
+        if len(found) >= PREFETCH_DEPTH:
+            break
         room = free[t] if room is None else min(room, free[t])
         if plans[t].events:
             found.append((t, max(0, room)))
-            if len(found) == PREFETCH_DEPTH:
-                break
     return tuple(found)
 
 
