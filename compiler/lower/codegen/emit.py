@@ -1,7 +1,8 @@
 """Emission: a Subgraph becomes a VpuProgram (instructions, weight blob, DRAM map, figures).
 
-    place tensors (residency.py) -> plan every layer (tiling.py) -> allocate SRAM and DRAM
-    (memory.py) -> resolve every event's addresses -> order and synchronise (sync.py)
+    place tensors (residency.py) -> plan every layer (tiling.py) -> move one-off constant
+    loads into earlier layers (prefetch.py) -> allocate SRAM and DRAM (memory.py) -> resolve
+    every event's addresses -> order and synchronise (sync.py)
 
 The first attempt keeps each layer's buffers apart from the next layer's (their lifetimes
 overlap by one layer), so a layer's first loads never wait for the previous layer's last

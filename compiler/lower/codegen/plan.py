@@ -116,7 +116,7 @@ class Event:
     cycles: int = 0
     reads: list[tuple[str, int]] = field(default_factory=list)  # (buffer, slot)
     writes: list[tuple[str, int]] = field(default_factory=list)
-    tensors: list[str] = field(default_factory=list)  # resident or DRAM tensors it reads
+    tensors: list[str] = field(default_factory=list)  # tensors it reads; a prefetched buffer
 
 
 @dataclass
