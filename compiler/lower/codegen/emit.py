@@ -1,7 +1,8 @@
 """Emission: a Subgraph becomes a VpuProgram (instructions, weight blob, DRAM map, figures).
 
-    place tensors (residency.py) -> plan every layer (tiling.py) -> allocate SRAM and DRAM
-    (memory.py) -> resolve every event's addresses -> order and synchronise (sync.py)
+    place tensors (residency.py) -> plan every layer (tiling.py) -> move one-off constant
+    loads into earlier layers (prefetch.py) -> allocate SRAM and DRAM (memory.py) -> resolve
+    every event's addresses -> order and synchronise (sync.py)
 
 The first attempt keeps each layer's buffers apart from the next layer's (their lifetimes
 overlap by one layer), so a layer's first loads never wait for the previous layer's last
@@ -17,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen import prefetch
 from vpuc.compiler.lower.codegen.layer_plan import min_working_set, plan_op
 from vpuc.compiler.lower.codegen.memory import AllocationError, allocate_sram, constant_bytes, layout_dram
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Storage
 from vpuc.compiler.lower.codegen.residency import Placement, place
 from vpuc.compiler.lower.codegen.sync import synchronise
-from vpuc.compiler.lower.codegen.tiling import Context, Events
+from vpuc.compiler.lower.codegen.tiling import Context
 from vpuc.compiler.lower.errors import LowerError, SramError
 from vpuc.targets import Target
 from vpuc.targets.isa.asm import disassemble
@@ -93,6 +94,7 @@ def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
     failure = None
     for factor, apart in ATTEMPTS:
         plans = _plan_layers(subgraph, placement, target, factor)
+        prefetch.choose(plans, placement, target)
         buffers = [b for plan in plans for b in plan.buffers]
         if apart:
             for b in buffers:
@@ -111,27 +113,27 @@ def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
 
 def _plan_layers(subgraph, placement: Placement, target: Target, factor: float) -> list[OpPlan]:
     """Each layer planned with the SRAM the resident tensors leave it (times `factor`); the
-    room left beside the previous layer's buffers decides whether its weights prefetch."""
-    plans, key, room = [], 0.0, 0
+    room left beside the buffers of the layers before (prefetch.rooms) decides during which
+    of them its weights or table may load."""
+    plans, key = [], 0.0
     sram = target.hardware.sram_bytes
+    free: list[int] = []  # per layer: SRAM bytes no resident tensor, buffer or prefetch takes
     for index, op in enumerate(subgraph.ops):
         budget = int((sram - placement.resident_bytes_at(index)) * factor)
-        context = Context(target, placement, index, budget, key, prefetch_room=room)
+        rooms = prefetch.rooms(plans, free, index)
+        context = Context(target, placement, index, budget, key, prefetch_rooms=rooms)
         try:
             plan = plan_op(op, context, subgraph.constants)
         except LowerError as exc:
             raise LowerError(str(exc), exc.members or op.members) from None
+        plan.key_base = key
         plans.append(plan)
         key = max([key, *(e.key for e in plan.events)]) + 2
-        live_here = sum(b.nbytes for b in plan.buffers)
-        room = max(
-            0,
-            int(
-                (sram - max(placement.resident_bytes_at(index), placement.resident_bytes_at(index + 1)))
-                * factor
-            )
-            - live_here,
-        )
+        for b in plan.buffers:  # its prefetches take their room from the layers they span
+            for t in range(b.first, index):
+                free[t] -= b.nbytes
+        resident = max(placement.resident_bytes_at(index), placement.resident_bytes_at(index + 1))
+        free.append(int((sram - resident) * factor) - plan.working_set_bytes)
     return plans
 
 
@@ -197,15 +199,9 @@ def _binding(subgraph, storages, placement: Placement, name: str) -> Binding:
 
 def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak: int):
     """Per layer and subgraph: estimated cycles (the events on one clock), MACs, DRAM bytes."""
-    clock = Clock()
-    layers, spans = [], []
-    for plan in plans:
-        events = Events(Context(target, placement, plan.index, 0), list(plan.events))
-        before = clock.now
-        events.estimate(clock, plan.op.output)
-        spans.append((before, clock.now))
-        if not plan.events:  # a view: ready when its source is
-            clock.ready[plan.op.output] = max((clock.ready.get(t, 0) for t in plan.op.inputs), default=0)
+    cycles, spans = prefetch.estimate_cycles(plans, placement, target)
+    layers = []
+    for plan, (before, end) in zip(plans, spans, strict=True):
         layers.append(
             {
                 "id": plan.index + 1,
@@ -214,7 +210,7 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
                 "nodes": list(plan.op.nodes),
                 "output": plan.op.output,  # the subgraph tensor it writes
                 "macs": plan.macs,
-                "estimate_cycles": clock.now - before,
+                "estimate_cycles": end - before,
                 "dram_read_bytes": plan.dram_read_bytes,
                 "dram_write_bytes": plan.dram_write_bytes,
                 "tiling": plan.choice,
@@ -228,9 +224,9 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
     macs = sum(plan.macs for plan in plans)
     hw = target.hardware
     return layers, {
-        "cycles": clock.now,
+        "cycles": cycles,
         "macs": macs,
-        "mac_utilization": macs / max(1, clock.now * hw.mac_rows * hw.mac_cols),
+        "mac_utilization": macs / max(1, cycles * hw.mac_rows * hw.mac_cols),
         "dram_read_bytes": sum(p.dram_read_bytes for p in plans),
         "dram_write_bytes": sum(p.dram_write_bytes for p in plans),
         "weight_bytes": weights,

@@ -116,7 +116,7 @@ class Event:
     cycles: int = 0
     reads: list[tuple[str, int]] = field(default_factory=list)  # (buffer, slot)
     writes: list[tuple[str, int]] = field(default_factory=list)
-    tensors: list[str] = field(default_factory=list)  # resident or DRAM tensors it reads
+    tensors: list[str] = field(default_factory=list)  # tensors it reads; a prefetched buffer
 
 
 @dataclass
@@ -134,6 +134,7 @@ class OpPlan:
     dram_read_bytes: int = 0
     dram_write_bytes: int = 0
     macs: int = 0
+    key_base: float = 0.0  # the key its events count from (tiling.Context.key_base)
 
     @property
     def working_set_bytes(self) -> int:

@@ -91,7 +91,9 @@ class Context:
     index: int  # the op's position in the subgraph
     budget: int  # SRAM bytes for this layer's buffers
     key_base: float = 0.0
-    prefetch_room: int = 0  # SRAM bytes free while the layer before runs (for prefetches)
+    # (an earlier layer with events, the SRAM bytes free from it up to this layer), nearest
+    # first: where a prefetched buffer may start being live (buffer())
+    prefetch_rooms: tuple[tuple[int, int], ...] = ()
 
     @property
     def hw(self):
@@ -179,6 +181,10 @@ class Events:
         )
         if output is not None:
             clock.ready[output] = max(end)
+        for event, ended in zip(self.events, end, strict=True):
+            if event.what == "weights":  # a later layer's prefetch waits for it by name
+                for name, _ in event.writes:
+                    clock.ready[name] = ended
         return max(end) - start
 
     def finish(self, plan: OpPlan) -> OpPlan:
@@ -188,11 +194,16 @@ class Events:
 
 def buffer(ctx: Context, role: str, slot_bytes: int, slots: int, prefetch: bool = False) -> Buffer:
     """A working buffer of the current layer. A prefetched one (weights, a table) is live
-    from the layer before, when it fits beside that layer's buffers: its load then runs
-    while that layer computes."""
+    from the earliest layer of `ctx.prefetch_rooms` whose room it fits (up to this one): its
+    load then runs while that layer computes (emit.py moves it into that layer's events)."""
     size = aligned(slot_bytes)
-    early = prefetch and ctx.index > 0 and size * slots <= ctx.prefetch_room
-    return Buffer(f"L{ctx.index}.{role}", size, slots, ctx.index - 1 if early else ctx.index, ctx.index)
+    first = ctx.index
+    if prefetch:
+        for index, room in ctx.prefetch_rooms:
+            if size * slots > room:
+                break
+            first = index
+    return Buffer(f"L{ctx.index}.{role}", size, slots, first, ctx.index)
 
 
 def count_dram(plan: OpPlan, ev: Events) -> None:
