@@ -190,7 +190,7 @@ def rows() -> list[tuple[str, str, str, Callable[[float], float], dict]]:
         ("simulator wall time / numpy floor", "sim_speed, e2e", "<= 2", HIGH, _sim_over_numpy()),
         ("compile-time estimate / simulated cycles", "e2e", "0.9 - 1.1", OFF_ONE,
          _e2e("estimate_over_simulated")),
-        ("simulated cycles / roofline bound", "roofline", "<= 1.25 dense, <= 5 depthwise", HIGH,
+        ("simulated cycles / roofline bound", "roofline", "<= 1.25 dense, <= 3 depthwise", HIGH,
          _by_target(roofline, "cycles_over_bound")),
         ("DRAM bytes / compulsory bytes", "roofline", "<= 1.3 dense", HIGH,
          _by_target(roofline, "dram_over_compulsory")),
