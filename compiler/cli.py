@@ -137,6 +137,9 @@ def _refuse_special_files(args) -> None:
 
     for dest in (*WRITTEN_PATHS, *READ_PATHS):
         value = getattr(args, dest, None)
+        if value == "-" and dest in WRITTEN_PATHS:  # a file named "-" is never what was meant
+            flag = "-o" if dest == "output" else "--" + dest.replace("_", "-")
+            raise CompileError(f"{flag} -: vpuc writes files, not standard output; give {flag} a file name")
         if not isinstance(value, str) or not value or not os.path.exists(value):
             continue
         if os.path.isfile(value) or os.path.isdir(value):

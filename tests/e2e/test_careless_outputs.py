@@ -66,6 +66,25 @@ def test_no_writer_replaces_a_special_file(relu, tmp_path, args, flag):
 
 
 @pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("compile", "m.onnx", "-o", "-"), "-o"),
+        (("report", "m.vpub", "-o", "-"), "-o"),
+        (("run", "m.vpub", "--html", "-"), "--html"),
+        (("asm", "p.s", "-o", "-"), "-o"),
+    ],
+)
+def test_a_dash_is_not_a_file_name(relu, tmp_path, args, flag):
+    """`-o -` wrote a file named "-" in the working folder (issue 26): vpuc writes files, so a
+    dash is refused in one line and nothing is written."""
+    for name in ("m.onnx", "m.vpub", "p.s"):
+        (tmp_path / name).write_bytes((relu / name).read_bytes())
+    result = _vpuc(*args, cwd=tmp_path)
+    _one_line(result, 2, f"{flag} -", "not standard output")
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize(
     "args",
     [
         ("compile", "{fifo}"),
