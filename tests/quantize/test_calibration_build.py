@@ -1,0 +1,66 @@
+"""The quantiser builds its in-process modules (the float reference calibration reads, the
+switchable QDQ module the accuracy report runs) without the kernels' argument asserts
+(compat.build_host). The calibrated ranges and the accuracy report must be bit-identical
+with those of the same modules built with the asserts, TVM's default: the asserts only
+check what main passes its kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vpuc.compiler import compat
+from vpuc.compiler.quantize import quantize, synthetic_split
+from vpuc.targets import load_target
+
+MODELS = ("tinyconvnet", "mobilenet_mini")
+
+
+def _quantize(zoo_optimised, name: str):
+    mod, provenance, imported = zoo_optimised(name, "vpu")
+    split = synthetic_split(imported.inputs, 32, seed=0)
+    return quantize(
+        mod, load_target("vpu"), imported.onnx_model, provenance, split.calibration, held_out=split.held_out
+    )
+
+
+def _without_timings(report):
+    if isinstance(report, dict):
+        return {k: _without_timings(v) for k, v in report.items() if k != "timings_s"}
+    if isinstance(report, list):
+        return [_without_timings(v) for v in report]
+    return report
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_ranges_and_accuracy_equal_the_asserting_builds(zoo_optimised, monkeypatch, name):
+    quick = _quantize(zoo_optimised, name)
+    builds = []
+    default_build = compat.build_host
+
+    def asserting_build(mod, llvm_target):
+        builds.append(mod)
+        return default_build(mod, llvm_target, kernel_asserts=True)
+
+    monkeypatch.setattr(compat, "build_host", asserting_build)
+    asserting = _quantize(zoo_optimised, name)
+    assert len(builds) == 2  # the float reference and the switchable QDQ module
+    assert [t.tensor for t in quick.tensors] == [t.tensor for t in asserting.tensors]
+    for new, old in zip(quick.tensors, asserting.tensors, strict=True):
+        assert new.params.scale.tobytes() == old.params.scale.tobytes(), new.tensor
+        assert new.params.zero_point.tobytes() == old.params.zero_point.tobytes(), new.tensor
+    assert _without_timings(quick.accuracy) == _without_timings(asserting.accuracy)
+    assert len(quick.tensors) > 5
+
+
+def test_the_quick_build_leaves_the_asserts_out(zoo_optimised):
+    """Else the comparison above compares a build with itself."""
+    mod = zoo_optimised("tinyconvnet", "vpu")[0]
+    sources = [
+        compat.build_host(mod, "llvm", kernel_asserts=asserts).mod.imports[0].inspect_source("ll")
+        for asserts in (False, True)
+    ]
+    assert len(sources[0]) < 0.7 * len(sources[1])
+    x = np.zeros(compat.tensor_type(mod["main"].params[0])[0], np.float32)
+    with pytest.raises(Exception, match="match_cast|Check failed"):  # main still checks its inputs
+        compat.virtual_machine(compat.build_host(mod, "llvm"))["main"](compat.to_tvm(x[..., :1]))
