@@ -46,6 +46,14 @@ class Executable:
         ]
         self.last_run: RunStats | None = None
         self._workdir = tempfile.TemporaryDirectory(prefix="vpuc-run-")
+        self._open: dict[str, float] = {}
+        self._deferred: relax.VirtualMachine | None = None
+        self._time_host_ops = time_host_ops
+        self._plan = artifact.manifest["host"] if "calls" in artifact.manifest.get("host", {}) else None
+        self._vm = None if self._plan else self._load_host(artifact, source)
+
+    def _load_host(self, artifact: Artifact, source: str) -> relax.VirtualMachine:
+        """The host library on TVM's VM, the VPU calls' symbols registered first."""
         library = Path(self._workdir.name) / HOST_LIBRARY
         if HOST_LIBRARY not in artifact.members:
             raise ArtifactError(f"{source}: no host library '{HOST_LIBRARY}' in the artifact")
@@ -56,14 +64,12 @@ class Executable:
             tvm_ffi.register_global_func(call.symbol, call, override=True)
         try:
             module = tvm.runtime.load_module(str(library))
-            self._vm = relax.VirtualMachine(module, tvm.cpu())
+            vm = relax.VirtualMachine(module, tvm.cpu())
         except Exception as exc:  # TVM raises its own error types
             raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
-        self._time_host_ops = time_host_ops
-        if time_host_ops:
-            self._vm.set_instrument(tvm_ffi.convert(self._instrument))
-        self._open: dict[str, float] = {}
-        self._deferred: relax.VirtualMachine | None = None
+        if self._time_host_ops:
+            vm.set_instrument(tvm_ffi.convert(self._instrument))
+        return vm
 
     @classmethod
     def load(cls, path: str | Path) -> Executable:
@@ -177,7 +183,7 @@ class Executable:
         self._calls.clear()
         self._host_ops = []
         started = time.perf_counter()
-        result = _flatten(self._vm["main"](*args))
+        result = _flatten(self._vm["main"](*args) if self._vm else self._run_calls(args))
         wall = time.perf_counter() - started
         names = [spec["name"] for spec in self.outputs]
         if len(result) != len(names):
@@ -188,6 +194,21 @@ class Executable:
             self.target, self.vpu_calls, list(self._calls), self._host_ops, started, wall
         )
         return dict(zip(names, result, strict=True))
+
+    def _run_calls(self, args: list[tvm.runtime.Tensor]) -> list[tvm.runtime.Tensor]:
+        """The manifest's VPU calls in order, without a host library (docs/artifact.md):
+        each writes its outputs into tensors made here; the returned ones are the outputs."""
+        by_symbol = {call.symbol: call for call in self.vpu_calls}
+        written: list[list[tvm.runtime.Tensor]] = []
+
+        def value(ref: dict[str, int]) -> tvm.runtime.Tensor:
+            return args[ref["input"]] if "input" in ref else written[ref["call"]][ref["output"]]
+
+        for call in self._plan["calls"]:
+            outputs = [tvm.runtime.empty(spec["shape"], spec["dtype"]) for spec in call["outputs"]]
+            by_symbol[call["symbol"]](*[value(ref) for ref in call["args"]], *outputs)
+            written.append(outputs)
+        return [value(ref) for ref in self._plan["returns"]]
 
     def _instrument(self, func, symbol: str, before: bool, ret, *args) -> int:
         now = time.perf_counter()
