@@ -2,7 +2,8 @@
 switchable QDQ module the accuracy report runs) without the kernels' argument asserts
 (compat.build_host). The calibrated ranges and the accuracy report must be bit-identical
 with those of the same modules built with the asserts, TVM's default: the asserts only
-check what main passes its kernels."""
+check what main passes its kernels. A second quantisation of one module in one process
+builds nothing (observe._built) and gives the same bits."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from vpuc.compiler import compat
 from vpuc.compiler.quantize import quantize, synthetic_split
+from vpuc.compiler.quantize.calibration import observe
 from vpuc.targets import load_target
 
 MODELS = ("tinyconvnet", "mobilenet_mini")
@@ -43,14 +45,30 @@ def test_ranges_and_accuracy_equal_the_asserting_builds(zoo_optimised, monkeypat
         return default_build(mod, llvm_target, kernel_asserts=True)
 
     monkeypatch.setattr(compat, "build_host", asserting_build)
+    observe._BUILT.clear()  # else the quick build's executables answer again
     asserting = _quantize(zoo_optimised, name)
     assert len(builds) == 2  # the float reference and the switchable QDQ module
-    assert [t.tensor for t in quick.tensors] == [t.tensor for t in asserting.tensors]
-    for new, old in zip(quick.tensors, asserting.tensors, strict=True):
+    _assert_same(quick, asserting)
+    assert len(quick.tensors) > 5
+
+
+def test_a_float_model_quantised_again_builds_nothing(zoo_optimised, monkeypatch):
+    """The second quantisation in one process reuses both executables (observe._built)
+    and gives the same bits."""
+    first = _quantize(zoo_optimised, "tinyconvnet")
+    builds = []
+    monkeypatch.setattr(compat, "build_host", lambda *args, **kwargs: builds.append(args))
+    again = _quantize(zoo_optimised, "tinyconvnet")
+    assert builds == []
+    _assert_same(first, again)
+
+
+def _assert_same(a, b) -> None:
+    assert [t.tensor for t in a.tensors] == [t.tensor for t in b.tensors]
+    for new, old in zip(a.tensors, b.tensors, strict=True):
         assert new.params.scale.tobytes() == old.params.scale.tobytes(), new.tensor
         assert new.params.zero_point.tobytes() == old.params.zero_point.tobytes(), new.tensor
-    assert _without_timings(quick.accuracy) == _without_timings(asserting.accuracy)
-    assert len(quick.tensors) > 5
+    assert _without_timings(a.accuracy) == _without_timings(b.accuracy)
 
 
 def test_the_quick_build_leaves_the_asserts_out(zoo_optimised):
