@@ -1,5 +1,7 @@
 """The executor: runs a loaded .vpub artifact, host graph on TVM's VM, VPU calls on the
-simulator.
+simulator. An artifact without host code (every op on the VPU) has no host library: its
+manifest lists the VPU calls in order (`host.calls`, docs/artifact.md) and the executor makes
+them itself.
 
 Loading checks the manifest (manifest.py), registers one packed function per VPU program
 (vpu.py) before the VM is created (the VM resolves `call_dps_packed` symbols then), and
