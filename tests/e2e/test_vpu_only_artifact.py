@@ -7,6 +7,8 @@ and within the check's 2 LSB of onnxruntime's QDQ evaluation."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +64,19 @@ def test_an_all_vpu_compile_builds_no_host_library_and_runs(prepared, monkeypatc
         assert np.abs(out.astype(int) - expected.astype(int)).max() <= 2
         assert direct.last_run.cycles["vpu"] > 0 and len(direct.last_run.host_ops) == 0
         assert direct.last_run.cycles == on_vm.last_run.cycles
+
+
+def test_running_it_imports_no_tvm(prepared, monkeypatch, tmp_path):
+    """`vpuc run` of an artifact without host code needs no TVM (1-2 s of its start)."""
+    monkeypatch.setattr(driver, "build_host_library", _no_build)
+    path = build_artifact(TINYCONV, prepared).save(tmp_path / "m.vpub")
+    script = (
+        "import sys\nfrom vpuc.compiler.cli import main\n"
+        f"code = main(['run', {str(path)!r}, '--json'])\n"
+        "print(code, 'tvm' in sys.modules, 'vpuc.sim.simulator' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.stdout.strip().splitlines()[-1] == "0 False True", result.stderr[-800:]
 
 
 def test_a_manifest_call_to_no_program_is_refused_in_one_line(prepared, monkeypatch):
