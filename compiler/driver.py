@@ -11,6 +11,7 @@
                it refuses are already on the CPU, each with its reason)
     host       RunCodegen (VPU calls become external calls), then kernels
                scheduled (tuning records or defaults), relax.build          compiler/host
+               (none when every op runs on the VPU: the calls are listed)
     package    manifest + host library + VPU programs + report -> Artifact  runtime/artifact
 
 Each stage's wall time, and each graph pass's, is recorded in the report, with the fusion
@@ -35,6 +36,7 @@ import tvm
 from vpuc.compiler.errors import CompileError
 from vpuc.compiler.frontend import ImportedModel, import_model
 from vpuc.compiler.host.build import build_host_library
+from vpuc.compiler.host.calls import vpu_call_plan
 from vpuc.compiler.lower import (
     REFERENCE_ENTRY,
     REFERENCE_PREFIX,
@@ -294,6 +296,7 @@ def _estimator(target: Target, provenance, lowered: dict):
 
 
 REFERENCE_MODULE = "reference.json"  # the QDQ reference module, tvm.ir.save_json
+NO_HOST_CODE = "every op runs on the VPU: the artifact lists the VPU calls instead of a host library"
 
 
 def build_artifact(
@@ -317,23 +320,26 @@ def build_artifact(
         host_mod = join_host(prepared.partition.mod, prepared.programs, reference=built)
         if reference == "deferred":
             deferred = tvm.ir.save_json(reference_module(prepared.partition.mod, prepared.programs))
-    host = build_host_library(host_mod, prepared.target, imported.name, tuning_db)
+    calls = vpu_call_plan(host_mod) if prepared.programs and not built else None
+    host = None if calls else build_host_library(host_mod, prepared.target, imported.name, tuning_db)
     prepared.timings["host_build_s"] = time.perf_counter() - start
     report = _report(prepared)
-    report["host_build"] = host.report
+    report["host_build"] = host.report if host else {"skipped": NO_HOST_CODE}
     report["summary"] = network_summary(report, prepared.target, imported.onnx_model)
-    report["warnings"] += host.warnings
-    members = {"host.so": host.library, "report.json": json.dumps(report, indent=2).encode()}
+    report["warnings"] += host.warnings if host else []
+    members = {"report.json": json.dumps(report, indent=2).encode()}
     manifest = {
         "vpuc_version": VPUC_VERSION,
         "target": prepared.target.to_json(),
         "model": _model_identity(model, imported.onnx_model),
         "inputs": [spec.to_json() for spec in imported.inputs],
         "outputs": [spec.to_json() for spec in imported.outputs],
-        "host": {"library": "host.so", "entry": "main"},
+        "host": {"library": "host.so", "entry": "main"} if host else {"entry": "main", **calls},
         "vpu_programs": [_program_entry(p, members, imported.onnx_model) for p in prepared.programs],
-        "host_target": host.host.to_json(),  # what `vpuc run` checks the CPU against
     }
+    if host:  # `vpuc run` checks the CPU against host_target
+        members["host.so"] = host.library
+        manifest["host_target"] = host.host.to_json()
     if imported.bound_inputs:  # `vpuc run --check` feeds them to the reference model
         members[BOUND_INPUTS] = bound_inputs_npz(imported.bound_inputs)
         manifest["bound_inputs"] = {"member": BOUND_INPUTS, "names": sorted(imported.bound_inputs)}

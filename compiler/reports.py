@@ -95,6 +95,8 @@ def _print_vpu_estimate(console: Console, vpu: dict[str, Any], target: dict[str,
 
 def host_build_line(host: dict[str, Any]) -> str:
     """'host: znver3 x86_64, 2 cores; 7 of 9 kernels tuned (vpuc-tuning/cpu), ...'."""
+    if "skipped" in host:  # no host code (compiler/host/calls.py)
+        return f"host: nothing to build ({host['skipped']})"
     target = host["target"]
     arch = str(target.get("mtriple", "")).split("-")[0]
     where = f"host: {target.get('mcpu')} {arch}, {target.get('num-cores')} cores"

@@ -1,5 +1,7 @@
 """The executor: runs a loaded .vpub artifact, host graph on TVM's VM, VPU calls on the
-simulator.
+simulator. An artifact without host code (every op on the VPU) has no host library: its
+manifest lists the VPU calls in order (`host.calls`, docs/artifact.md) and the executor makes
+them itself, on numpy arrays: such a run never imports TVM (1-2 s of a `vpuc run`).
 
 Loading checks the manifest (manifest.py), registers one packed function per VPU program
 (vpu.py) before the VM is created (the VM resolves `call_dps_packed` symbols then), and
@@ -12,11 +14,9 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import tvm
-from tvm import relax
 
 from vpuc.runtime.artifact import Artifact, ArtifactError
 from vpuc.runtime.host_check import check_host_target
@@ -24,6 +24,10 @@ from vpuc.runtime.inputs import check_inputs
 from vpuc.runtime.manifest import check_manifest
 from vpuc.runtime.stats import HostOp, RunStats, run_stats
 from vpuc.runtime.vpu import CallRecord, VpuCall
+
+if TYPE_CHECKING:  # imported where a host library is loaded: a run without one needs no TVM
+    import tvm
+    from tvm import relax
 
 HOST_LIBRARY = "host.so"
 
@@ -46,24 +50,32 @@ class Executable:
         ]
         self.last_run: RunStats | None = None
         self._workdir = tempfile.TemporaryDirectory(prefix="vpuc-run-")
+        self._open: dict[str, float] = {}
+        self._deferred: relax.VirtualMachine | None = None
+        self._time_host_ops = time_host_ops
+        self._plan = artifact.manifest["host"] if "calls" in artifact.manifest.get("host", {}) else None
+        self._vm = None if self._plan else self._load_host(artifact, source)
+
+    def _load_host(self, artifact: Artifact, source: str) -> relax.VirtualMachine:
+        """The host library on TVM's VM, the VPU calls' symbols registered first."""
+        import tvm
+        import tvm_ffi
+        from tvm import relax
+
         library = Path(self._workdir.name) / HOST_LIBRARY
         if HOST_LIBRARY not in artifact.members:
             raise ArtifactError(f"{source}: no host library '{HOST_LIBRARY}' in the artifact")
         library.write_bytes(artifact.members[HOST_LIBRARY])
-        import tvm_ffi
-
         for call in self.vpu_calls:
             tvm_ffi.register_global_func(call.symbol, call, override=True)
         try:
             module = tvm.runtime.load_module(str(library))
-            self._vm = relax.VirtualMachine(module, tvm.cpu())
+            vm = relax.VirtualMachine(module, tvm.cpu())
         except Exception as exc:  # TVM raises its own error types
             raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
-        self._time_host_ops = time_host_ops
-        if time_host_ops:
-            self._vm.set_instrument(tvm_ffi.convert(self._instrument))
-        self._open: dict[str, float] = {}
-        self._deferred: relax.VirtualMachine | None = None
+        if self._time_host_ops:
+            vm.set_instrument(tvm_ffi.convert(self._instrument))
+        return vm
 
     @classmethod
     def load(cls, path: str | Path) -> Executable:
@@ -115,6 +127,7 @@ class Executable:
                 captured[functions[symbol]] = [a.copy() for a in _flatten(ret)]
             return 0
 
+        import tvm
         import tvm_ffi
 
         arrays = check_inputs(self.inputs, inputs, self.source)
@@ -134,6 +147,8 @@ class Executable:
         """VPU subgraph `index`'s QDQ reference (its host copy in float QDQ semantics) on the
         int8 inputs a VPU call received; an input the program takes channels-first (its DMA
         transposes it) is given to the reference as the graph has it, NHWC."""
+        import tvm
+
         spec = self.artifact.manifest["reference"]
         entry = next(c for c in self.vpu_calls if c.subgraph == index)
         args = []
@@ -155,6 +170,8 @@ class Executable:
     def reference_layer(self, function: str, args: list[np.ndarray]) -> np.ndarray | None:
         """One layer's QDQ reference (its composite in float QDQ semantics) on int8 operands
         in their Relax shapes; None when the reference module lacks the function."""
+        import tvm
+
         vm = self._reference_vm()
         vm.set_instrument(None)
         try:
@@ -173,11 +190,13 @@ class Executable:
         """Run once; inputs are checked against the manifest (names, shapes, dtypes) and an
         error names `source` (where the inputs came from) or else the artifact."""
         arrays = check_inputs(self.inputs, inputs, source or self.source)
-        args = [_to_tvm(arrays[spec["name"]]) for spec in self.inputs]
         self._calls.clear()
         self._host_ops = []
         started = time.perf_counter()
-        result = _flatten(self._vm["main"](*args))
+        if self._vm is not None:
+            result = _flatten(self._vm["main"](*[_to_tvm(arrays[spec["name"]]) for spec in self.inputs]))
+        else:
+            result = self._run_calls([arrays[spec["name"]] for spec in self.inputs])
         wall = time.perf_counter() - started
         names = [spec["name"] for spec in self.outputs]
         if len(result) != len(names):
@@ -188,6 +207,21 @@ class Executable:
             self.target, self.vpu_calls, list(self._calls), self._host_ops, started, wall
         )
         return dict(zip(names, result, strict=True))
+
+    def _run_calls(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        """The manifest's VPU calls in order, without a host library (docs/artifact.md):
+        each writes its outputs into arrays made here; the returned ones are the outputs."""
+        by_symbol = {call.symbol: call for call in self.vpu_calls}
+        written: list[list[np.ndarray]] = []
+
+        def value(ref: dict[str, int]) -> np.ndarray:
+            return args[ref["input"]] if "input" in ref else written[ref["call"]][ref["output"]]
+
+        for call in self._plan["calls"]:
+            outputs = [np.empty(spec["shape"], spec["dtype"]) for spec in call["outputs"]]
+            by_symbol[call["symbol"]](*[value(ref) for ref in call["args"]], *outputs)
+            written.append(outputs)
+        return [np.array(value(ref)) for ref in self._plan["returns"]]  # copies, as the VM's
 
     def _instrument(self, func, symbol: str, before: bool, ret, *args) -> int:
         now = time.perf_counter()
@@ -206,6 +240,8 @@ def _to_tvm(array: np.ndarray) -> tvm.runtime.Tensor:
     array is not 64-byte aligned. tvm.runtime.tensor copies through a slow path: 30 us per
     call, as long as a whole small model's run. An empty array goes by copy: numpy gives it
     strides TVM's compactness check refuses (ONNX's node tests with a zero-size input)."""
+    import tvm
+
     if array.size == 0:
         return tvm.runtime.tensor(np.ascontiguousarray(array))
     if array.ctypes.data % TVM_ALIGNMENT or not array.flags["C_CONTIGUOUS"]:
@@ -221,6 +257,8 @@ def _to_tvm(array: np.ndarray) -> tvm.runtime.Tensor:
 
 
 def _flatten(value) -> list[np.ndarray]:
+    import tvm
+
     if isinstance(value, tvm.runtime.Tensor):
         return [value.numpy()]
     return [array for item in value for array in _flatten(item)]

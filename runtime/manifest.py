@@ -42,7 +42,53 @@ def check_manifest(manifest: dict[str, Any], members: dict[str, bytes], source: 
         if entry["symbol"] in symbols:
             raise ArtifactError(f"{where}.symbol: '{entry['symbol']}' is used twice")
         symbols.add(entry["symbol"])
+    host = manifest.get("host", {})
+    if isinstance(host, dict) and "calls" in host:
+        counts = len(manifest["inputs"]), len(manifest["outputs"])
+        _host_calls(host, *counts, symbols, f"{source}: manifest host")
+        if "reference" in manifest and "module" not in manifest["reference"]:
+            raise ArtifactError(f"{source}: manifest reference: no 'module', and no host library to hold it")
     return target
+
+
+def _host_calls(host: dict[str, Any], inputs: int, outputs: int, symbols: set[str], where: str) -> None:
+    """The VPU calls of an artifact without host code (compiler/host/calls.py): each names a
+    program, reads model inputs or earlier calls' outputs, and the returns are the outputs."""
+    calls = host["calls"]
+    if not isinstance(calls, list) or not calls:
+        raise ArtifactError(f"{where}.calls: must be a non-empty list")
+    written: list[int] = []
+    for k, call in enumerate(calls):
+        here = f"{where}.calls[{k}]"
+        if not isinstance(call, dict) or call.get("symbol") not in symbols:
+            raise ArtifactError(f"{here}.symbol: names no VPU program of the artifact")
+        if not isinstance(call.get("args"), list):
+            raise ArtifactError(f"{here}.args: must be a list")
+        for i, ref in enumerate(call["args"]):
+            _ref(ref, inputs, written, f"{here}.args[{i}]")
+        outs = call.get("outputs")
+        if not isinstance(outs, list) or not all(isinstance(o, dict) for o in outs):
+            raise ArtifactError(f"{here}.outputs: must be a list of {{shape, dtype}}")
+        _tensor_list([{**o, "name": f"output {j}"} for j, o in enumerate(outs)], f"{here}.outputs")
+        written.append(len(outs))
+    returns = host.get("returns")
+    if not isinstance(returns, list) or len(returns) != outputs:
+        raise ArtifactError(f"{where}.returns: must list the {outputs} model output(s)")
+    for i, ref in enumerate(returns):
+        _ref(ref, inputs, written, f"{where}.returns[{i}]")
+
+
+def _ref(ref: Any, inputs: int, written: list[int], where: str) -> None:
+    """{"input": i} (a model input) or {"call": k, "output": j} (an earlier call's output)."""
+    ok = isinstance(ref, dict) and all(isinstance(v, int) and not isinstance(v, bool) for v in ref.values())
+    if ok and set(ref) == {"input"}:
+        ok = 0 <= ref["input"] < inputs
+    elif ok and set(ref) == {"call", "output"}:
+        ok = 0 <= ref["call"] < len(written) and 0 <= ref["output"] < written[ref["call"]]
+    else:
+        ok = False
+    if not ok:
+        raise ArtifactError(f"{where}: {ref!r} is not a model input or an earlier call's output")
 
 
 def _program(entry: Any, members: dict[str, bytes], where: str) -> None:

@@ -85,7 +85,7 @@ class VpuCall:
         image = self.image.copy()
         to_vpu = 0
         for spec, tensor in zip(self.inputs, tensors[:n], strict=True):
-            data = _stage(np.from_dlpack(tensor), spec)
+            data = _stage(_array(tensor), spec)
             image[spec["dram_address"] : spec["dram_address"] + data.size] = data
             to_vpu += data.size
         probes = _probes(self.entry) if self.keep_outputs else {}
@@ -96,7 +96,7 @@ class VpuCall:
             raise VpuRunError(f"{self.source}: subgraph {self.subgraph}, layer '{layer}': {exc}") from None
         from_vpu = 0
         for spec, tensor in zip(self.outputs, tensors[n:], strict=True):
-            out = np.from_dlpack(tensor)
+            out = _array(tensor)
             count = out.size
             data = result.dram[spec["dram_address"] : spec["dram_address"] + count]
             out[...] = _unstage(data, spec).reshape(out.shape)
@@ -107,13 +107,19 @@ class VpuCall:
         record = CallRecord(self.subgraph, result.stats, to_vpu, from_vpu, link_in, link_out, started, wall)
         record.result = result if self.keep_results else None
         if self.keep_outputs:
-            record.outputs = [np.from_dlpack(t).copy() for t in tensors[n:]]
-            record.inputs = [np.from_dlpack(t).copy() for t in tensors[:n]]
+            record.outputs = [_array(t).copy() for t in tensors[n:]]
+            record.inputs = [_array(t).copy() for t in tensors[:n]]
             record.tensors = {
                 spec["name"]: _read(result.captures[probes[spec["name"]]], spec)
                 for spec in _specs(self.entry)
             }
         self.log.append(record)
+
+
+def _array(tensor) -> np.ndarray:
+    """A numpy view of a tensor the call gets: a TVM tensor from the host VM, or a numpy
+    array from the executor itself (an artifact without host code)."""
+    return tensor if isinstance(tensor, np.ndarray) else np.from_dlpack(tensor)
 
 
 def _specs(entry: dict[str, Any]) -> list[dict[str, Any]]:

@@ -27,6 +27,15 @@ def test_help_does_not_import_tvm():
     assert not {"numpy", "rich", "vpuc.sim.simulator", "vpuc.targets.isa"} & loaded
 
 
+def test_targets_does_not_import_tvm():
+    """`vpuc targets` reads the TOML targets: no compiler stage, so no TVM (issue 23)."""
+    loaded = _imports_after(
+        "from vpuc.compiler.cli import main\ntry:\n    main(['targets'])\nexcept SystemExit:\n    pass"
+    )
+    assert "tvm" not in loaded and "onnxruntime" not in loaded
+    assert "vpuc.targets.loader" in loaded  # it ran
+
+
 START_LIMIT_S = 0.3  # issue 23: the CLI's own start, beyond the interpreter's
 
 

@@ -2,7 +2,8 @@
 
 Calibration and the accuracy report both need values inside the graph: `expose` returns a
 copy of the module whose main also returns the named bindings, `Observer` builds it once
-for the host (relax.build, llvm) and runs it per sample:
+for the host (relax.build, llvm; once per process for one module: `_built`) and runs it per
+sample:
 
     main(x) -> out                 =>   main(x) -> (out..., binding_1, ..., binding_k)
 
@@ -55,8 +56,7 @@ class Observer:
         exposed, self.output_count = expose(_without_attrs(mod), self.names)
         self.param_names = [p.name for p in mod["main"].params]
         self.shapes = _shapes(mod["main"], self.names)
-        executable = compat.build_host(exposed, llvm_target)
-        self._vm = compat.virtual_machine(executable)
+        self._vm = compat.virtual_machine(_built(exposed, llvm_target))
 
     def run(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """(model outputs, {binding name: value}) for one sample."""
@@ -72,6 +72,27 @@ class Observer:
         stacks = list(data.samples.values())
         for index in range(data.count):
             yield self.run([stack[index, ...] for stack in stacks] + list(extra))
+
+
+def _built(mod: tvm.IRModule, llvm_target: str):
+    """compat.build_host, memoised within the process by the module's structural hash (the
+    module itself checks a match): a float model compiled again (a script, the tests) gets
+    the executables its first compile built, whose results are the same bits."""
+    key = (compat.structural_hash(mod), llvm_target)
+    for cached, executable in _BUILT.get(key, ()):
+        if compat.structural_equal(cached, mod):
+            return executable
+    executable = compat.build_host(mod, llvm_target)
+    if sum(len(entries) for entries in _BUILT.values()) >= _BUILT_MAX:
+        _BUILT.clear()
+    _BUILT.setdefault(key, []).append((mod, executable))
+    return executable
+
+
+# The quantiser's executables built in this process (at most _BUILT_MAX: each holds its
+# machine code and the module's constants).
+_BUILT: dict[tuple, list] = {}
+_BUILT_MAX = 8
 
 
 def _shapes(func: relax.Function, names: list[str]) -> dict[str, tuple[int, ...]]:
