@@ -19,7 +19,7 @@ from pathlib import Path
 import tvm
 from tvm import relax
 
-from vpuc.runtime.artifact import ArtifactError
+from vpuc.runtime.artifact import ArtifactError, follow_umask
 
 
 def reference_vm(executable, workdir: str) -> relax.VirtualMachine:
@@ -54,4 +54,5 @@ def _build(text: str, executable, path: Path) -> None:
     library = build_host_library(mod, executable.target, f"{executable.source} (QDQ reference)").library
     with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".so", delete=False) as partial:
         partial.write(library)
+        follow_umask(partial.fileno())  # beside the artifact, shared like it (issue 26 item 7)
     os.replace(partial.name, path)  # never a half-written cache

@@ -144,6 +144,17 @@ def test_artifacts_and_zoo_models_follow_the_umask(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, (path, oct(path.stat().st_mode))
 
 
+def test_the_cached_qdq_reference_follows_the_umask(tmp_path):
+    """`run --check` caches the QDQ reference beside the artifact: it was written 0600."""
+    model = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "tinyconv" / "tinyconv_int8_qdq.onnx"
+    artifact = tmp_path / "t.vpub"
+    assert _process("compile", model, "--target", "vpu-plus", "-o", artifact, umask=0o022).returncode == 0
+    result = _process("run", artifact, "--check", model, umask=0o022)
+    assert result.returncode == 0, result.stderr
+    (cached,) = tmp_path.glob("t.vpub.reference-*.so")
+    assert stat.S_IMODE(cached.stat().st_mode) == 0o644, oct(cached.stat().st_mode)
+
+
 # --- item 8: vpuc sim keeps every figure when stdout is a pipe --------------------------------
 
 
