@@ -22,6 +22,9 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
             pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
             groups share a block (depthwise). SRAM bytes: the input once per column block,
             the weights, the int32 output (twice when accumulating) and the biases
+    VCONV   a depthwise conv on the vector unit: one lanes-wide vector of channels per output
+            pixel and kernel tap, ceil(channels / lanes) * pixels * taps vectors at
+            vector_mac_per_cycle; SRAM bytes as the MAC array's conv
     VEC     the unit works in vector_lanes-wide vectors at its kind's rate r (elements per
             cycle, vector_<kind>_per_cycle): ceil(vectors * vector_lanes / r); requant
             vectors = ceil(channels / lanes) * pixels; add, mul, clip, lut
@@ -288,6 +291,24 @@ def _matmul(i: Matmul, hw: Hardware) -> int:
     return mac_cycles(hw, 1, i.k, i.n, i.m, 1, bool(i.accumulate), bool(i.with_bias))
 
 
+def vconv_cycles(hw: Hardware, channels: int, pixels: int, taps: int, accumulate: bool, bias: bool) -> int:
+    """A depthwise conv on the vector lanes: a lanes-wide vector of channels per output pixel
+    and kernel tap, at vector_mac_per_cycle multiply-accumulates a cycle (docs/isa.md, vconv),
+    or the scratchpad time of the same bytes as the MAC array's conv."""
+    if not hw.vector_mac_per_cycle:
+        raise ValueError("vconv on a target without vector multiply-accumulate (vector_mac_per_cycle)")
+    vectors = ceil_div(channels, hw.vector_lanes) * pixels * taps
+    traffic = mac_sram_bytes(hw, channels, 1, 1, pixels, taps, accumulate, bias)
+    return vector_cycles(hw, vectors, hw.vector_mac_per_cycle, traffic)
+
+
+def _vconv(i: Conv, hw: Hardware) -> int:
+    out_h, out_w = conv_output_shape(i)
+    pixels = out_h * out_w
+    taps = i.kernel_h * i.kernel_w
+    return vconv_cycles(hw, i.out_c, pixels, taps, bool(i.accumulate), bool(i.with_bias))
+
+
 def conv_macs(i: Conv) -> int:
     out_h, out_w = conv_output_shape(i)
     return out_h * out_w * i.out_c * i.kernel_h * i.kernel_w * (i.in_c // i.groups)
@@ -361,6 +382,7 @@ CYCLES: dict[Opcode, Callable[[Instruction, Hardware], int]] = {
     Opcode.CLIP: _clip,
     Opcode.LUT: _lut,
     Opcode.SOFTMAX: _softmax,
+    Opcode.VCONV: _vconv,
     Opcode.MAXPOOL: _pool,
     Opcode.AVGPOOL: _pool,
     Opcode.END: lambda i, hw: 0,
@@ -376,8 +398,9 @@ def instruction_cycles(instruction: Instruction, hw: Hardware) -> int:
 
 
 def instruction_macs(instruction: Instruction) -> int:
-    """Multiply-accumulates the MAC array performs (padding taps included); 0 elsewhere."""
-    if isinstance(instruction, Conv):
+    """Multiply-accumulates the MAC array performs (padding taps included); 0 elsewhere
+    (vconv's are the vector unit's)."""
+    if isinstance(instruction, Conv) and instruction.opcode == Opcode.CONV:
         return conv_macs(instruction)
     if isinstance(instruction, Matmul):
         return instruction.m * instruction.n * instruction.k
