@@ -14,7 +14,7 @@ chunks over one resident input, or row tiles under one weight chunk, convert the
 
 Cost: targets/isa/cost.py (`mac_cycles`): every rows x cols weight block of every kernel
 tap streams the tile's pixels through the array while the next block's weights load.
-vconv (a depthwise conv run on the vector unit's lanes, `vconv_cycles`) computes the same
+vconv (a depthwise conv run on the vector unit's lanes, `vconv_vectors`) computes the same
 values: its plan puts it on the vector unit, its run is the conv's.
 """
 

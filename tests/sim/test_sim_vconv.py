@@ -89,6 +89,18 @@ def test_vconv_cycles_by_hand():
     assert cycles(with_figures(sram_bytes_per_cycle=16), vconv(**DW)) == 2103
 
 
+def test_vconv_packs_neighbouring_pixels_when_channels_are_few():
+    dw16 = {**DW, "in_h": 16, "in_w": 16, "in_c": 16, "out_c": 16, "groups": 16}
+    # 16 channels, stride 1: a 32-lane vector holds 2 pixels of a row: 16 rows x 8 vectors x
+    # 9 taps = 1152 cycles (one pixel a vector would be 2304)
+    assert cycles(with_figures(), vconv(**dw16)) == 1152
+    # 3 channels: 10 pixels a vector, ceil(16 / 10) = 2 vectors a row: 16 x 2 x 9 = 288
+    dw3 = {**dw16, "in_c": 3, "out_c": 3, "groups": 3}
+    assert cycles(with_figures(), vconv(**dw3)) == 288
+    # stride 2: the pixels' inputs are not adjacent; 8 x 8 outputs, one vector each, x 9 taps
+    assert cycles(with_figures(), vconv(**dw16, stride_h=2, stride_w=2)) == 576
+
+
 def test_vconv_runs_beside_the_mac_array():
     # a 16-channel depthwise conv on the MAC array: 256 pixels + 16 + 32 = 304 cycles;
     # with no token between them the two units overlap: max(304, 1152), not their sum
