@@ -9,6 +9,13 @@ machine: the busiest of its three units working at its peak on work no program c
         compulsory DRAM bytes / dram_bytes_per_cycle,
         vector work: sum over layers of elements / the target's vector_<kind>_per_cycle)
 
+and on a target whose vector unit multiply-accumulates (vector_mac_per_cycle = v > 0, the
+vconv instruction, depthwise only) the MAC term is the two units' together: depthwise MACs
+may run on either, so MACs / (mac_rows x mac_cols) becomes
+max(other MACs / (rows x cols), (MACs + v x vector work) / (rows x cols + v)) (in T
+cycles the array does at most rows x cols x T MACs and the vector unit v x (T - its other
+work)).
+
 where a MAC layer's vector work is its outputs at vector_requant_per_cycle (each int32
 result is requantised once), an add's, mul's, lookup's or rescale's its outputs at its
 kind's rate, a pool's its outputs x window taps at vector_pool_per_cycle, a softmax's its
@@ -68,9 +75,10 @@ def layer_rows(program, stats, hw) -> list[dict]:
             continue
         weights = layer.get("weight_bytes", 0)
         compulsory = weights + layer["boundary_bytes"]
-        bound = max(
-            layer["macs"] / hw.macs_per_cycle, compulsory / hw.dram_bytes_per_cycle, layer["vector_cycles"]
-        )
+        vector = layer["vector_cycles"]
+        depthwise = layer["macs"] if is_depthwise(layer) else 0
+        macs = mac_bound(layer["macs"], depthwise, vector, hw)
+        bound = max(macs, compulsory / hw.dram_bytes_per_cycle, vector)
         busy = max(measured.busy_cycles.values())
         moved = measured.dram_read_bytes + measured.dram_written_bytes
         rows.append(
@@ -90,6 +98,25 @@ def layer_rows(program, stats, hw) -> list[dict]:
     return rows
 
 
+def is_depthwise(layer: dict) -> bool:
+    """One input and one output channel per group: what vconv computes."""
+    shape = layer.get("shape") or {}
+    groups = shape.get("groups", 1)
+    return groups > 1 and shape.get("cin") == shape.get("cout") == groups
+
+
+def mac_bound(macs: int, depthwise_macs: int, vector_cycles: float, hw) -> float:
+    """Cycles the MAC work needs at least: on the array alone, or, where the vector unit
+    multiply-accumulates too, the depthwise part on either unit (the vector unit's time
+    less its other work)."""
+    alone = macs / hw.macs_per_cycle
+    v = hw.vector_mac_per_cycle
+    if not v or not depthwise_macs:
+        return alone
+    together = (macs + v * vector_cycles) / (hw.macs_per_cycle + v)
+    return max((macs - depthwise_macs) / hw.macs_per_cycle, together)
+
+
 def reason(layer: dict, measured, hw) -> str:
     """The main cause of a layer's distance from its bound, from its shape and tiling."""
     shape = layer.get("shape") or {}
@@ -99,7 +126,8 @@ def reason(layer: dict, measured, hw) -> str:
     cin, cout, groups = shape.get("cin", 0), shape.get("cout", 0), shape.get("groups", 1)
     if groups > 1 and cin // groups == 1:
         used = min(hw.mac_rows, hw.mac_cols)
-        return f"depthwise: one array row per column ({used} of {hw.macs_per_cycle} MACs)"
+        vector = f" + the vector unit's {hw.vector_mac_per_cycle:g}" if hw.vector_mac_per_cycle else ""
+        return f"depthwise: one array row per column ({used} of {hw.macs_per_cycle} MACs){vector}"
     notes = []
     cin_g = cin // max(groups, 1)
     if cin_g and cin_g % hw.mac_rows:
@@ -129,10 +157,11 @@ def model_figures(name: str, target_name: str, workdir: Path) -> dict:
         stats = simulate(program, target).stats
         macs = sum(layer["macs"] for layer in program.layers)
         vector = sum(layer["vector_cycles"] for layer in program.layers)
+        depthwise = sum(layer["macs"] for layer in program.layers if is_depthwise(layer))
         boundary = sum(int(np.prod(b.shape)) for b in program.inputs + program.outputs)
         need = program.estimate["weight_bytes"] + boundary
         cycles += stats.total_cycles
-        bound_sum += max(macs / hw.macs_per_cycle, need / hw.dram_bytes_per_cycle, vector)
+        bound_sum += max(mac_bound(macs, depthwise, vector, hw), need / hw.dram_bytes_per_cycle, vector)
         moved += stats.dram_read_bytes + stats.dram_written_bytes
         compulsory += need
         layers += [{"subgraph": program.index, **row} for row in layer_rows(program, stats, hw)]

@@ -14,6 +14,8 @@ chunks over one resident input, or row tiles under one weight chunk, convert the
 
 Cost: targets/isa/cost.py (`mac_cycles`): every rows x cols weight block of every kernel
 tap streams the tile's pixels through the array while the next block's weights load.
+vconv (a depthwise conv run on the vector unit's lanes, `vconv_vectors`) computes the same
+values: its plan puts it on the vector unit, its run is the conv's.
 """
 
 from __future__ import annotations
@@ -44,6 +46,28 @@ WINDOW_FIELDS = ("src", "in_h", "in_w", "in_c", "kernel_h", "kernel_w", "stride_
 
 def plan_conv(instruction: Conv, state: State) -> Plan:
     i = instruction
+    _check_conv(i)
+    reads, writes = touched(i, state)
+    cycles = instruction_cycles(i, state.hardware)
+    return Plan(Unit.MAC, cycles, instruction_macs(i), reads, writes)
+
+
+def plan_vconv(instruction: Conv, state: State) -> Plan:
+    """vconv: the conv's semantics on the vector unit, depthwise only (one input and one
+    output channel per group), on targets with vector_mac_per_cycle."""
+    i = instruction
+    _check_conv(i)
+    require(
+        state.hardware.vector_mac_per_cycle > 0,
+        "this target's vector unit has no multiply-accumulate (hardware.vector_mac_per_cycle)",
+    )
+    require(i.groups == i.in_c == i.out_c, "vconv is depthwise only: groups {}, in_c {}, out_c {}",
+            i.groups, i.in_c, i.out_c)  # fmt: skip
+    reads, writes = touched(i, state)
+    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), 0, reads, writes)
+
+
+def _check_conv(i: Conv) -> None:
     require_positive(
         i,
         "in_h",
@@ -76,9 +100,6 @@ def plan_conv(instruction: Conv, state: State) -> Plan:
         i.src_stride,
         i.in_c,
     )
-    reads, writes = touched(i, state)
-    cycles = instruction_cycles(i, state.hardware)
-    return Plan(Unit.MAC, cycles, instruction_macs(i), reads, writes)
 
 
 def conv_input(i: Conv, state: State) -> np.ndarray:

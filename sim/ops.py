@@ -33,5 +33,6 @@ OPS: dict[Opcode, OpHandler] = {
     Opcode.SOFTMAX: OpHandler(softmax.plan_softmax, softmax.run_softmax),
     Opcode.MAXPOOL: OpHandler(pool.plan_pool, pool.run_maxpool),
     Opcode.AVGPOOL: OpHandler(pool.plan_pool, pool.run_avgpool),
+    Opcode.VCONV: OpHandler(mac.plan_vconv, mac.run_conv),
     Opcode.END: OpHandler(plan_end, run_end),
 }

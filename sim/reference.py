@@ -60,6 +60,15 @@ def conv2d(
     return _finish_accumulators(out, bias, accumulator)
 
 
+def vconv(x, w, **conv) -> np.ndarray:
+    """The vector unit's depthwise conv (vconv): conv2d with one input and one output channel
+    per group, w (C, kh, kw, 1); the same int32 result as the MAC array's conv."""
+    channels = x.shape[2]
+    if w.shape[0] != channels or w.shape[3] != 1:
+        raise ValueError(f"vconv is depthwise only: input {x.shape}, weights {w.shape}")
+    return conv2d(x, w, groups=channels, **conv)
+
+
 def matmul(x, w, *, zp=0, w_zp=0, bias=None, accumulator=None) -> np.ndarray:
     """int32 (m, n) = (x - zp) @ (w - w_zp).T [+ bias] [+ accumulator]; x (m, k), w (n, k) int8."""
     out = (x.astype(np.int64) - zp) @ (w.astype(np.int64) - w_zp).T

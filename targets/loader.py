@@ -50,7 +50,7 @@ WEIGHT_REGIONS = ("dram", "flash")
 FEATURE_MAP_HOMES = ("sram", "dram")
 # Throughputs in elements per cycle: any positive number (U55's output unit does 0.75 cycles
 # an element), at most the vector unit's lanes.
-RATE_HARDWARE = VECTOR_RATES
+RATE_HARDWARE = (*VECTOR_RATES, "vector_mac_per_cycle")
 OPTIONAL_HARDWARE = (
     "lut_entries",
     "dram_burst_bytes",
@@ -227,6 +227,8 @@ def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
 
 def _rate(path: Path, table: dict[str, Any], key: str) -> float:
     value = table[key]
+    if key == "vector_mac_per_cycle" and value == 0 and not isinstance(value, bool):
+        return 0.0  # none: vconv refused (a target's JSON form writes it out)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise TargetError(f"{path}: hardware.{key}: must be elements per cycle > 0, got {value!r}")
     return float(value)

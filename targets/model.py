@@ -58,6 +58,10 @@ class Hardware:
     # narrower or shorter than the block pays for the whole block; 1 x 1: no block.
     vector_pool_block_h: int = 1
     vector_pool_block_w: int = 1
+    # Multiply-accumulates per cycle of the vector unit's int8 x int8 -> int32 lanes (the
+    # vconv instruction: a depthwise convolution on the vector unit); 0: the unit has none,
+    # and vconv is refused. Not one of VECTOR_RATES: left out, it stays 0.
+    vector_mac_per_cycle: float = 0.0
     # Cycles of one softmax row's reciprocal (1 / the sum of its exps): 32 is a radix-2
     # divider, one quotient bit a cycle plus the normalisation (docs/softmax.md); Ethos-U55
     # has no divider and runs Newton-Raphson as a chain of one-element ops (docs/targets.md).

@@ -22,6 +22,10 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
             pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
             groups share a block (depthwise). SRAM bytes: the input once per column block,
             the weights, the int32 output (twice when accumulating) and the biases
+    VCONV   a depthwise conv on the vector unit: per kernel tap ceil(channels / lanes) vectors
+            per output pixel, or with fewer channels than lanes and stride_w 1, out_h *
+            ceil(out_w / (lanes // channels)) (neighbouring pixels share a vector), at
+            vector_mac_per_cycle; SRAM bytes as the MAC array's conv
     VEC     the unit works in vector_lanes-wide vectors at its kind's rate r (elements per
             cycle, vector_<kind>_per_cycle): ceil(vectors * vector_lanes / r); requant
             vectors = ceil(channels / lanes) * pixels; add, mul, clip, lut
@@ -288,6 +292,28 @@ def _matmul(i: Matmul, hw: Hardware) -> int:
     return mac_cycles(hw, 1, i.k, i.n, i.m, 1, bool(i.accumulate), bool(i.with_bias))
 
 
+def vconv_vectors(hw: Hardware, channels: int, out_h: int, out_w: int, stride_w: int) -> int:
+    """Lanes-wide vectors of one kernel tap of a vconv: one per output pixel and lanes' worth
+    of channels; with fewer channels than lanes and stride 1 a vector holds lanes // channels
+    neighbouring pixels of a row (their inputs for one tap are adjacent bytes, NHWC)."""
+    if channels < hw.vector_lanes and stride_w == 1:
+        return out_h * ceil_div(out_w, hw.vector_lanes // channels)
+    return ceil_div(channels, hw.vector_lanes) * out_h * out_w
+
+
+def _vconv(i: Conv, hw: Hardware) -> int:
+    """A depthwise conv on the vector lanes: every kernel tap's vectors (vconv_vectors) at
+    vector_mac_per_cycle multiply-accumulates a cycle (docs/isa.md, vconv), or the
+    scratchpad time of the same bytes as the MAC array's conv."""
+    if not hw.vector_mac_per_cycle:
+        raise ValueError("vconv on a target without vector multiply-accumulate (vector_mac_per_cycle)")
+    out_h, out_w = conv_output_shape(i)
+    taps = i.kernel_h * i.kernel_w
+    vectors = vconv_vectors(hw, i.out_c, out_h, out_w, i.stride_w) * taps
+    traffic = mac_sram_bytes(hw, i.out_c, 1, 1, out_h * out_w, taps, bool(i.accumulate), bool(i.with_bias))
+    return vector_cycles(hw, vectors, hw.vector_mac_per_cycle, traffic)
+
+
 def conv_macs(i: Conv) -> int:
     out_h, out_w = conv_output_shape(i)
     return out_h * out_w * i.out_c * i.kernel_h * i.kernel_w * (i.in_c // i.groups)
@@ -361,6 +387,7 @@ CYCLES: dict[Opcode, Callable[[Instruction, Hardware], int]] = {
     Opcode.CLIP: _clip,
     Opcode.LUT: _lut,
     Opcode.SOFTMAX: _softmax,
+    Opcode.VCONV: _vconv,
     Opcode.MAXPOOL: _pool,
     Opcode.AVGPOOL: _pool,
     Opcode.END: lambda i, hw: 0,
@@ -376,8 +403,9 @@ def instruction_cycles(instruction: Instruction, hw: Hardware) -> int:
 
 
 def instruction_macs(instruction: Instruction) -> int:
-    """Multiply-accumulates the MAC array performs (padding taps included); 0 elsewhere."""
-    if isinstance(instruction, Conv):
+    """Multiply-accumulates the MAC array performs (padding taps included); 0 elsewhere
+    (vconv's are the vector unit's)."""
+    if isinstance(instruction, Conv) and instruction.opcode == Opcode.CONV:
         return conv_macs(instruction)
     if isinstance(instruction, Matmul):
         return instruction.m * instruction.n * instruction.k

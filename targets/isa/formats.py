@@ -39,6 +39,7 @@ class Opcode(IntEnum):
     AVGPOOL = 0x25
     MUL = 0x26
     SOFTMAX = 0x27
+    VCONV = 0x28
     END = 0xFF
 
     @property
@@ -141,10 +142,12 @@ class Dma(Instruction):
     region: int = u(320, 1, "1: the DRAM side is in the constant region (flash where the target has one)", 0)
 
 
-@instruction_format(Opcode.CONV)
+@instruction_format(Opcode.CONV, Opcode.VCONV)
 @dataclass(frozen=True, kw_only=True)
 class Conv(Instruction):
-    """int8 NHWC input x int8 OHWI weights -> int32 accumulators (grouped, dilated, padded)."""
+    """int8 NHWC input x int8 OHWI weights -> int32 accumulators (grouped, dilated, padded).
+    conv runs on the MAC array; vconv is the same operation on the vector unit's lanes, for a
+    depthwise convolution only (groups = in_c = out_c), on targets with vector_mac_per_cycle."""
 
     opcode: Opcode = opcode_field(Opcode.CONV)
     src: int = u(64, 32, "SRAM address of the int8 input, in_h x in_w x in_c")

@@ -92,6 +92,7 @@ class Choice:
     cin: int  # input channels per accumulation step
     whole: bool  # weights resident for the whole layer
     order: str  # "rows" (bands outer) or "chunks"
+    vector: tuple[int, int] = (0, 1)  # (v, p): the vector unit computes v/p of a tile's rows
 
 
 def shape_of(op: vops.Conv | vops.Dense, ctx: Context) -> MacShape:
@@ -204,14 +205,28 @@ def _choices(shape: MacShape, ctx: Context) -> list[list[Choice]]:
         cin_sizes = [shape.cin]
     return [
         [
-            Choice(band, chunk, cin, whole, order)
+            Choice(band, chunk, cin, whole, order, vector)
             for chunk in chunk_sizes
             for whole in (True, False)
             for order in ("rows", "chunks")
             for band in band_options(shape.oh)
+            for vector in vector_splits(shape, hw)
         ]
         for cin in cin_sizes
     ]
+
+
+# Shares of every depthwise tile's output rows the vector unit computes (vconv), as (v, p):
+# the last v/p of them, rounded. (0, 1): all on the MAC array; (1, 1): all on the vector
+# unit; the rest split each tile, the two units working side by side.
+VECTOR_SPLITS = ((0, 1), (1, 1), (1, 2), (2, 3), (3, 4), (3, 5), (1, 3))
+
+
+def vector_splits(shape: MacShape, hw) -> tuple[tuple[int, int], ...]:
+    """The splits to try: only (0, 1) unless the layer is depthwise (one input and one output
+    channel per group) and the target's vector unit multiply-accumulates."""
+    depthwise = shape.groups > 1 and shape.groups == shape.cin == shape.cout
+    return VECTOR_SPLITS if depthwise and hw.vector_mac_per_cycle > 0 else VECTOR_SPLITS[:1]
 
 
 def plan_mac(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
@@ -340,7 +355,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
         )
     step, current_in, current_w = 0, None, None
     in_slot = w_slot = 0
-    (kh, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
+    kh, sh, dh = shape.kernel[0], shape.strides[0], shape.dilation[0]
     for n, (r0, r1), j in tile_list:
         chunk = parts[j]
         i0, i1, _, _ = halo((r0, r1), shape.h, kh, sh, dh, shape.pads[0])
@@ -381,50 +396,31 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                 weights = Addr(w_buf.name, 0, w_slot)
                 reads.append((w_buf.name, w_slot))
             for p, piece in enumerate(pieces):
-                (k0, k1), rows = piece.rows, (max(r0, piece.out[0]), min(r1, piece.out[1]))
-                if rows[0] >= rows[1]:
-                    continue  # these kernel rows read only padding for this band
-                p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
-                if x_dram:
-                    piece_src = src + (p0 - i0) * shape.w * (c1 - c0)
-                else:
-                    piece_src = src + (x_view.pixel_offset(n, p0) - x_view.pixel_offset(n, i0))
-                fields = dict(
-                    src=piece_src,
-                    weights=weights + piece_at[p],
-                    dst=acc + (rows[0] - r0) * shape.ow * (chunk.out[1] - chunk.out[0]) * 4,
-                    in_h=p1 - p0,
-                    in_w=shape.w,
-                    in_c=c1 - c0,
-                    out_c=chunk.out[1] - chunk.out[0],
-                    kernel_h=k1 - k0 if len(pieces) > 1 else kh,
-                    kernel_w=kw,
-                    stride_h=sh,
-                    stride_w=sw,
-                    dilation_h=dh,
-                    dilation_w=dw,
-                    pad_top=p_top,
-                    pad_bottom=p_bottom,
-                    pad_left=shape.pads[1],
-                    pad_right=shape.pads[3],
-                    groups=chunk.groups,
-                    src_zp=op.in_q[0].zero_point,
-                    with_bias=int(last and p == 0),
-                    accumulate=int(k > 0 or p > 0),
-                    src_stride=src_stride,
-                )
-                if last and p == 0:
-                    fields["bias"] = weights + bias_at
-                accumulated = [(bufs["acc"].name, acc_slot)] if k or p else []
-                ev.add(
-                    "compute",
-                    [Spec(Conv, fields)],
-                    step,
-                    reads=reads + accumulated,
-                    writes=[(bufs["acc"].name, acc_slot)],
-                    tensors=tensors,
-                )
-                step += 1
+                for (u0, u1), opcode, acc_key in unit_rows((r0, r1), choice.vector, bufs["acc"].name):
+                    rows = (max(u0, piece.out[0]), min(u1, piece.out[1]))
+                    if rows[0] >= rows[1]:
+                        continue  # these kernel rows read only padding for this band
+                    fields = _conv_fields(op, shape, pieces, p, rows, (c0, c1), chunk, src, src_stride,
+                                          i0, n, x_dram, x_view)  # fmt: skip
+                    fields.update(
+                        opcode=opcode,
+                        weights=weights + piece_at[p],
+                        dst=acc + (rows[0] - r0) * shape.ow * (chunk.out[1] - chunk.out[0]) * 4,
+                        with_bias=int(last and p == 0),
+                        accumulate=int(k > 0 or p > 0),
+                    )
+                    if last and p == 0:
+                        fields["bias"] = weights + bias_at
+                    accumulated = [(acc_key, acc_slot)] if k or p else []
+                    ev.add(
+                        "compute",
+                        [Spec(Conv, fields)],
+                        step,
+                        reads=reads + accumulated,
+                        writes=[(acc_key, acc_slot)],
+                        tensors=tensors,
+                    )
+                    step += 1
         params = weights + params_at
         _requant(
             ev,
@@ -448,7 +444,8 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
 def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape, step, w_key) -> None:
     (r0, r1), (o0, o1) = rows, out
     channels = o1 - o0
-    reads = [(bufs["acc"].name, acc_slot), w_key]
+    acc = bufs["acc"].name
+    reads = [(acc, acc_slot), (acc + VECTOR_PART, acc_slot), w_key]
     requant = op.requant
     fields = dict(
         src=Addr(bufs["acc"].name, 0, acc_slot),
@@ -474,6 +471,56 @@ def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape
         if y_view.pixel_stride != channels:
             fields["dst_stride"] = y_view.pixel_stride
         ev.add("vector", [Spec(Requant, fields)], step + 0.5, reads=reads)
+
+
+# The estimate's name for the accumulator rows the vector unit writes: the MAC array's and the
+# vector unit's parts of one tile are disjoint bytes (the emitted tokens see that by their
+# footprints), so neither waits for the other; the requantisation reads both.
+VECTOR_PART = "/vector"
+
+
+def unit_rows(rows: tuple[int, int], vector: tuple[int, int], acc: str):
+    """The output rows of a tile each unit computes, with its opcode and its accumulators'
+    name for the estimate: the last v/p of them (rounded) on the vector unit (vconv), the
+    rest on the MAC array."""
+    r0, r1 = rows
+    v, p = vector
+    rm = r1 - round((r1 - r0) * v / p)
+    parts = (((r0, rm), Opcode.CONV, acc), ((rm, r1), Opcode.VCONV, acc + VECTOR_PART))
+    return [part for part in parts if part[0][0] < part[0][1]]
+
+
+def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, src, src_stride, i0, n,
+                 x_dram: bool, x_view: View) -> dict:  # fmt: skip
+    """The geometry fields of one conv instruction: kernel rows pieces[p] over output `rows`
+    of input channels `cin`, reading from `src` (the tile's first input row i0)."""
+    (kh, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
+    (k0, k1), (c0, c1) = pieces[p].rows, cin
+    p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
+    if x_dram:
+        piece_src = src + (p0 - i0) * shape.w * (c1 - c0)
+    else:
+        piece_src = src + (x_view.pixel_offset(n, p0) - x_view.pixel_offset(n, i0))
+    return dict(
+        src=piece_src,
+        in_h=p1 - p0,
+        in_w=shape.w,
+        in_c=c1 - c0,
+        out_c=chunk.out[1] - chunk.out[0],
+        kernel_h=k1 - k0 if len(pieces) > 1 else kh,
+        kernel_w=kw,
+        stride_h=sh,
+        stride_w=sw,
+        dilation_h=dh,
+        dilation_w=dw,
+        pad_top=p_top,
+        pad_bottom=p_bottom,
+        pad_left=shape.pads[1],
+        pad_right=shape.pads[3],
+        groups=chunk.groups,
+        src_zp=op.in_q[0].zero_point,
+        src_stride=src_stride,
+    )
 
 
 def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkernels: list[Piece]):
@@ -507,10 +554,13 @@ def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkern
 
 
 def _describe(choice: Choice, shape: MacShape, parts: list[Chunk]) -> dict:
-    return {
+    described = {
         "rows_per_tile": min(choice.band, shape.oh),
         "channels_per_tile": max(c.out[1] - c.out[0] for c in parts),
         "input_channel_steps": max(len(c.steps) for c in parts),
         "weights": "resident" if choice.whole else "streamed",
         "loop": "bands outer" if choice.order == "rows" else "channel chunks outer",
     }
+    if choice.vector[0]:  # a depthwise layer's share on the vector unit (vconv)
+        described["vector_unit_rows"] = f"{choice.vector[0]}/{choice.vector[1]}"
+    return described
