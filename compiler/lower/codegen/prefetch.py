@@ -17,6 +17,8 @@ to that layer (layer id, DRAM bytes).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from vpuc.compiler.lower.codegen.estimate import Clock
@@ -29,6 +31,19 @@ PREFETCH_DEPTH = 2  # how many layers with events back a prefetch may run
 # Where a prefetched load goes among the events of the layer it runs during: after that
 # layer's first tile's loads (key -1 and earlier), before its second tile's (-0.5).
 PREFETCH_KEY = -0.875
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """While it lasts no load moves: every layer's one-off constant loads run at its own
+    start, so its span holds them (bench/vs_vela.py's like-for-like figures: Vela's per-op
+    figure charges an op with its own weight reads)."""
+    global PREFETCH_DEPTH
+    saved, PREFETCH_DEPTH = PREFETCH_DEPTH, 0
+    try:
+        yield
+    finally:
+        PREFETCH_DEPTH = saved
 
 
 def rooms(plans: list[OpPlan], free: list[int], index: int) -> tuple[tuple[int, int], ...]:
