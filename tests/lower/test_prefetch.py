@@ -43,7 +43,7 @@ def _run():
 def test_the_fc_weights_load_during_the_mean():
     with prefetch.disabled():
         late_total, (late_layer, late_start, late_end), late_spans, kinds = _run()
-    assert prefetch.PREFETCH_DEPTH > 0  # restored
+    assert prefetch.PREFETCH_ROLES == {"w", "table"}  # restored
     mean, fc = kinds["pool"], kinds["dense"]  # the last pool layer is tinyconv's mean
     assert late_layer == fc and late_end - late_start == FC_WEIGHTS_CYCLES
     assert late_spans[fc][1] - late_spans[fc][0] >= FC_WEIGHTS_CYCLES  # the FC's span holds it
@@ -52,3 +52,13 @@ def test_the_fc_weights_load_during_the_mean():
     assert end <= spans[mean][1]  # issued and done while the mean runs: hidden
     assert spans[fc][1] - spans[fc][0] < FC_WEIGHTS_CYCLES
     assert late_total - total >= 2 * 128  # at least its flash data time is off the total
+
+
+@pytest.mark.skipif(not ANCHOR.is_file(), reason="the anchors (../shared/anchors) are not on this machine")
+@pytest.mark.parametrize("roles, moved", [({"w"}, False), ({"table"}, True)])
+def test_disabling_a_role_keeps_only_its_loads_in_place(roles, moved):
+    """bench/vs_vela.py's like-for-like run disables the weights' role alone: the FC's
+    weights (role "w") then load at the FC; disabling tables leaves them moved."""
+    with prefetch.disabled(frozenset(roles)):
+        _, (layer, _, _), _, kinds = _run()
+    assert layer == (kinds["pool"] if moved else kinds["dense"])

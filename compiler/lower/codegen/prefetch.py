@@ -1,18 +1,18 @@
 """Prefetches: a layer's weights or lookup table loaded while an earlier layer runs.
 
 A planner marks the buffer of a layer's one-off constant load (whole weights, a table)
-prefetchable (tiling.buffer). emit.py's layer planning offers it the SRAM free beside the
-buffers and resident tensors of the last PREFETCH_DEPTH layers with events (`rooms`); the
-buffer is then live from the earliest of them it fits. `choose` then decides, layer by
-layer, during which of those layers the load runs, or whether it stays at its own layer's
-start: the choice for which the estimate of the whole subgraph (estimate.py, the
-schedule the tokens enforce) is fastest; ties keep it at its own layer.
-The chosen load moves into that layer's events, after its first tile's loads: the DMA
-unit takes it while that layer computes, where it would otherwise wait behind the layer's
-last store while the flash (or DRAM) port sits idle. The tokens order it against every
-other access to its bytes (sync.py); the buffer's lifetime then starts at that layer, so
-no buffer or tensor live in between shares its bytes (memory.py). Its instruction belongs
-to that layer (layer id, DRAM bytes).
+prefetchable (tiling.buffer; its role one of PREFETCH_ROLES, which `disabled` narrows).
+emit.py's layer planning offers it the SRAM free beside the buffers and resident tensors
+of the last PREFETCH_DEPTH layers with events (`rooms`); the buffer is then live from the
+earliest of them it fits. `choose` then decides, layer by layer, during which of those
+layers the load runs, or whether it stays at its own layer's start: the choice for which
+the estimate of the whole subgraph (estimate.py, the schedule the tokens enforce) is
+fastest; ties keep it at its own layer. The chosen load moves into that layer's events,
+after its first tile's loads: the DMA unit takes it while that layer computes, where it
+would otherwise wait behind the layer's last store while the flash (or DRAM) port sits
+idle. The tokens order it against every other access to its bytes (sync.py); the buffer's
+lifetime then starts at that layer, so no buffer or tensor live in between shares its
+bytes (memory.py). Its instruction belongs to that layer (layer id, DRAM bytes).
 """
 
 from __future__ import annotations
@@ -33,17 +33,20 @@ PREFETCH_DEPTH = 2  # how many layers with events back a prefetch may run
 PREFETCH_KEY = -0.875
 
 
+PREFETCH_ROLES = frozenset({"w", "table"})  # buffers whose load may move: whole weights, a table
+
+
 @contextmanager
-def disabled() -> Iterator[None]:
-    """While it lasts no load moves: every layer's one-off constant loads run at its own
-    start, so its span holds them (bench/vs_vela.py's like-for-like figures: Vela's per-op
-    figure charges an op with its own weight reads)."""
-    global PREFETCH_DEPTH
-    saved, PREFETCH_DEPTH = PREFETCH_DEPTH, 0
+def disabled(roles: frozenset[str] = PREFETCH_ROLES) -> Iterator[None]:
+    """While it lasts no load into a buffer of these roles moves: it runs at its own layer's
+    start, so that layer's span holds it (bench/vs_vela.py's like-for-like figures: Vela's
+    per-op figure charges an op with its own weight reads)."""
+    global PREFETCH_ROLES
+    saved, PREFETCH_ROLES = PREFETCH_ROLES, PREFETCH_ROLES - roles
     try:
         yield
     finally:
-        PREFETCH_DEPTH = saved
+        PREFETCH_ROLES = saved
 
 
 def rooms(plans: list[OpPlan], free: list[int], index: int) -> tuple[tuple[int, int], ...]:

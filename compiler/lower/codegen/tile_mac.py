@@ -240,7 +240,7 @@ def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -
     return (
         type(op), shape, x_dram, y_dram, ctx.view(op.inputs[0]), ctx.view(op.output),
         target.name, target.hardware, target.numerics, conv_limits(target),
-        ctx.index, ctx.budget, ctx.key_base, ctx.prefetch_rooms,
+        ctx.index, ctx.budget, ctx.key_base, ctx.prefetch_rooms, ctx.prefetch_roles,
         op.inputs[0], op.output, op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp),
     )  # fmt: skip
 

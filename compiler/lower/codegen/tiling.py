@@ -94,6 +94,7 @@ class Context:
     # (an earlier layer with events, the SRAM bytes free from it up to this layer), nearest
     # first: where a prefetched buffer may start being live (buffer())
     prefetch_rooms: tuple[tuple[int, int], ...] = ()
+    prefetch_roles: frozenset[str] = frozenset()  # the buffer roles that may use them
 
     @property
     def hw(self):
@@ -198,7 +199,7 @@ def buffer(ctx: Context, role: str, slot_bytes: int, slots: int, prefetch: bool 
     load then runs while that layer computes (emit.py moves it into that layer's events)."""
     size = aligned(slot_bytes)
     first = ctx.index
-    if prefetch:
+    if prefetch and role in ctx.prefetch_roles:
         for index, room in ctx.prefetch_rooms:
             if size * slots > room:
                 break
