@@ -25,6 +25,12 @@ from vpuc.targets import Target
 from vpuc.targets.isa.cost import dma_port, instruction_cycles
 from vpuc.targets.isa.formats import Opcode, Unit
 
+# A tile's store is keyed a tile behind it (step + STORE_KEY), its input loads a tile ahead
+# (step - 1): a quarter step more puts the load of tile t + 2 ahead of the store of tile t in
+# the DMA unit's queue, so it is not held behind that tile's requantisation (the DMA unit
+# takes its transfers in order) while the MAC array waits for its input.
+STORE_KEY = 1.25
+
 UNIT_OF_OPCODE = {
     Opcode.LOAD: Unit.DMA,
     Opcode.STORE: Unit.DMA,
