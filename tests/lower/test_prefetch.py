@@ -1,9 +1,11 @@
 """A layer's one-off constant load runs during an earlier layer (codegen/prefetch.py): on
 the anchor tinyconv at u55-256 (weights in flash: 1 B/cycle, 64 cycles latency, 128-byte
-bursts, 8 cycles to issue), the FC's 176 bytes of weights load while the global mean before
-it runs, not after the mean's store. Without prefetches (prefetch.disabled(), as
-bench/vs_vela.py's like-for-like figures lower) the same load is the FC's own and the FC's
-span holds it."""
+bursts, 8 cycles to issue), the FC's 176 bytes of weights load while an earlier layer runs
+(the estimate picks the last conv, after its last load, where it follows that conv's own
+weight stream on the flash port), done before the FC starts, not after the mean's store.
+Without prefetches (prefetch.disabled(), as bench/vs_vela.py's like-for-like figures lower)
+the same load is the FC's own, alone on the port (328 cycles by hand), and the FC's span
+holds it."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def _run():
 
 
 @pytest.mark.skipif(not ANCHOR.is_file(), reason="the anchors (../shared/anchors) are not on this machine")
-def test_the_fc_weights_load_during_the_mean():
+def test_the_fc_weights_load_during_an_earlier_layer():
     with prefetch.disabled():
         late_total, (late_layer, late_start, late_end), late_spans, kinds = _run()
     assert prefetch.PREFETCH_ROLES == {"w", "table"}  # restored
@@ -48,8 +50,8 @@ def test_the_fc_weights_load_during_the_mean():
     assert late_layer == fc and late_end - late_start == FC_WEIGHTS_CYCLES
     assert late_spans[fc][1] - late_spans[fc][0] >= FC_WEIGHTS_CYCLES  # the FC's span holds it
     total, (layer, start, end), spans, _ = _run()
-    assert layer == mean and end - start == FC_WEIGHTS_CYCLES
-    assert end <= spans[mean][1]  # issued and done while the mean runs: hidden
+    assert layer < mean and end - start >= FC_WEIGHTS_CYCLES  # it may queue on the flash port
+    assert end <= spans[fc][0]  # done before the FC starts: hidden
     assert spans[fc][1] - spans[fc][0] < FC_WEIGHTS_CYCLES
     assert late_total - total >= 2 * 128  # at least its flash data time is off the total
 
@@ -61,4 +63,4 @@ def test_disabling_a_role_keeps_only_its_loads_in_place(roles, moved):
     weights (role "w") then load at the FC; disabling tables leaves them moved."""
     with prefetch.disabled(frozenset(roles)):
         _, (layer, _, _), _, kinds = _run()
-    assert layer == (kinds["pool"] if moved else kinds["dense"])
+    assert (layer < kinds["dense"]) == moved

@@ -181,7 +181,7 @@ def _buffers(shape: MacShape, choice: Choice, ctx: Context, x_dram: bool, y_dram
     if choice.whole:
         found["w"] = buffer(ctx, "w", sum(blocks), 1, prefetch=True)
     else:
-        found["w"] = buffer(ctx, "w", max(blocks), 2 if len(blocks) > 1 else 1)
+        found["w"] = buffer(ctx, "w", max(blocks), 2 if len(blocks) > 1 else 1, prefetch=True)
     if x_dram:
         loads = tiles * max(len(c.steps) for c in parts)
         found["in"] = buffer(ctx, "in", _in_rows(shape, rows) * shape.w * in_c, 2 if loads > 1 else 1)
