@@ -21,7 +21,6 @@ id, DRAM bytes).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -85,7 +84,7 @@ def estimate_cycles(
     spans = []
     for plan in plans[start:]:
         if snapshots is not None:
-            snapshots.append(_copy(clock, target))
+            snapshots.append(clock.copy())
         before = clock.now
         Events(Context(target, placement, plan.index, 0), list(plan.events)).estimate(clock, plan.op.output)
         spans.append((before, clock.now))
@@ -111,21 +110,19 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
         for host in hosts:
             for late in (False, True):
                 _hoist(plans, plan, host, early, late)
-                cycles, _ = estimate_cycles(plans, placement, target, host, _copy(snapshots[host], target))
+                cycles, _ = estimate_cycles(plans, placement, target, host, snapshots[host].copy())
                 if cycles < best:
                     best, chosen = cycles, (host, late)
                 for t, (events, nbytes) in saved.items():
                     plans[t].events, plans[t].dram_read_bytes = list(events), nbytes
         if chosen is not None:
-            _hoist(plans, plan, chosen[0], early, chosen[1])
-            snapshots = []
-            estimate_cycles(plans, placement, target, snapshots=snapshots)
+            host = chosen[0]
+            _hoist(plans, plan, host, early, chosen[1])
+            later: list[Clock] = []
+            estimate_cycles(plans, placement, target, host, snapshots[host].copy(), later)
+            snapshots[host:] = later
         for b in early:  # not moved: live from the layer before (its load waits on nothing there)
             b.first = max(b.first, plan.index - 1) if chosen is None else chosen[0]
-
-
-def _copy(clock: Clock, target: Target) -> Clock:
-    return copy.deepcopy(clock, {id(target.hardware): target.hardware})
 
 
 def _hoist(plans: list[OpPlan], plan: OpPlan, host: int, buffers: list, late: bool) -> None:
