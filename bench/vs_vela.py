@@ -10,13 +10,13 @@ are its per-source-op cycles. Layers match by their TFLite names (tf2onnx keeps 
 vpuc leaves on the CPU are listed as such.
 
 Two vpuc figures per layer and per model. `own`: the like-for-like one, the same partition
-lowered with every layer's one-off weight loads at its own start (prefetch.disabled), so a
-layer's span holds its own weight loads as Vela's per-op figure does (an FC's weights read
-from flash are in Vela's FC row); tables (which Vela does not count) load as scheduled. The
-ratios, class medians and goals are on it. `schedule`: the program vpuc emits, where a
-weight load may run during an earlier layer (codegen/prefetch.py); its span then belongs to
-that layer. The schedule's win (own total / schedule total) is shown apart, not folded into
-the ratios.
+lowered with every layer's weight loads (whole weights, a streamed layer's first block) in
+the layer itself (prefetch.disabled), so a layer's span holds its own weight loads as Vela's
+per-op figure does (an FC's weights read from flash are in Vela's FC row); tables (which
+Vela does not count) load as scheduled. The ratios, class medians and goals are on it.
+`schedule`: the program vpuc emits, where a weight load may run during an earlier layer
+(codegen/prefetch.py); its span then belongs to that layer. The schedule's win (own total /
+schedule total) is shown apart, not folded into the ratios.
 Goals (docs/targets.md): per op class the median of vpuc / Vela within +-20%, per model
 total within +-10%, in both memory modes.
 
