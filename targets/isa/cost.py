@@ -204,6 +204,13 @@ class DmaPorts:
             del ends[:-64]
         return end
 
+    def copy(self) -> DmaPorts:
+        """An independent copy of this state (the estimate tries schedules from a point on)."""
+        other = DmaPorts(self.hw)
+        other.taken, other.port_free = self.taken, dict(self.port_free)
+        other.ends = {port: list(ends) for port, ends in self.ends.items()}
+        return other
+
     @property
     def drained(self) -> int:
         """When every transfer taken so far has ended."""

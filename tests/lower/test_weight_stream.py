@@ -36,3 +36,37 @@ def test_weight_blocks_stream_back_to_back_from_flash():
     for before, pc in pairwise(weights):
         data = result.plans[pc].cycles - hw.issue_cycles - dma_latency("flash", hw)
         assert timeline.end[pc] == timeline.end[before] + data, (before, pc)
+
+
+def _two_convs(target):
+    b = Builder(seed=3)
+    x = b.input("x", (1, 16, 16, 32))
+    h = b.conv(x, "a", 32, k=(1, 1), pads=(0, 0, 0, 0))
+    y = b.conv(h, "b", 32)
+    program, result, outputs, expected = simulate(b.subgraph([y]), target)
+    np.testing.assert_array_equal(outputs[y], expected[y])
+    return program, result
+
+
+def test_a_streamed_layers_first_block_loads_after_the_last_load_of_the_layer_before():
+    """A 1x1 conv (16x16x32 -> 32) then s2_conv2's shape at u55-256, both streaming two
+    16-channel weight blocks from flash: the second conv's first block (16 x 3 x 3 x 32 B +
+    16 x 4 B bias + 16 x 8 B params = 4800 B, 38 bursts of 128 B) moves into the first conv
+    (prefetch.LATE_KEY): the DMA unit takes it right after that conv's last input load (8
+    cycles to issue that load), on an idle flash port: 8 + 64 + 38 x 128 = 4936 cycles. Not
+    earlier, where the in-order DMA unit would hold that conv's next input bands behind it."""
+    from vpuc.compiler.lower.codegen import prefetch
+
+    target = load_target("u55-256")
+    program, result = _two_convs(target)
+    instructions, timeline = program.program.instructions, result.timeline
+    flash = [pc for pc, i in enumerate(instructions) if isinstance(i, Dma) and i.region]
+    bands = [pc for pc, i in enumerate(instructions) if isinstance(i, Dma) and i.opcode == Opcode.LOAD
+             and not i.region and i.layer == 1]  # fmt: skip
+    first_block = next(pc for pc in flash if instructions[pc].row_bytes == 4800)
+    assert instructions[first_block].layer == 1 and first_block == bands[-1] + 1
+    start = timeline.start[bands[-1]] + target.hardware.issue_cycles
+    assert (timeline.start[first_block], timeline.end[first_block]) == (start, start + 8 + 64 + 38 * 128)
+    with prefetch.disabled():
+        _, without = _two_convs(target)
+    assert result.stats.total_cycles < without.stats.total_cycles

@@ -121,7 +121,7 @@ def _plan_layers(subgraph, placement: Placement, target: Target, factor: float) 
     for index, op in enumerate(subgraph.ops):
         budget = int((sram - placement.resident_bytes_at(index)) * factor)
         rooms = prefetch.rooms(plans, free, index)
-        context = Context(target, placement, index, budget, key, prefetch_rooms=rooms)
+        context = Context(target, placement, index, budget, key, rooms, prefetch.PREFETCH_ROLES)
         try:
             plan = plan_op(op, context, subgraph.constants)
         except LowerError as exc:

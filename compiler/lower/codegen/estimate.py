@@ -39,6 +39,11 @@ class Clock:
     def now(self) -> int:
         return max(*self.free.values(), self.ports.drained if self.ports else 0)
 
+    def copy(self) -> Clock:
+        """An independent copy: the clock as it is now, to run other schedules on from here."""
+        ports = self.ports.copy() if self.ports is not None else None
+        return Clock(dict(self.free), dict(self.ready), ports, self.dma_retired)
+
     def dma_ports(self, hw: Hardware) -> DmaPorts:
         if self.ports is None:
             self.ports = DmaPorts(hw)

@@ -1,22 +1,28 @@
 """Prefetches: a layer's weights or lookup table loaded while an earlier layer runs.
 
 A planner marks the buffer of a layer's one-off constant load (whole weights, a table)
-prefetchable (tiling.buffer). emit.py's layer planning offers it the SRAM free beside the
-buffers and resident tensors of the last PREFETCH_DEPTH layers with events (`rooms`); the
-buffer is then live from the earliest of them it fits. `choose` then decides, layer by
-layer, during which of those layers the load runs, or whether it stays at its own layer's
-start: the choice for which the estimate of the whole subgraph (estimate.py, the
-schedule the tokens enforce) is fastest; ties keep it at its own layer.
-The chosen load moves into that layer's events, after its first tile's loads: the DMA
-unit takes it while that layer computes, where it would otherwise wait behind the layer's
-last store while the flash (or DRAM) port sits idle. The tokens order it against every
-other access to its bytes (sync.py); the buffer's lifetime then starts at that layer, so
-no buffer or tensor live in between shares its bytes (memory.py). Its instruction belongs
-to that layer (layer id, DRAM bytes).
+prefetchable, and the ring of streamed weights too, whose first block may then load early
+(tiling.buffer; its role one of PREFETCH_ROLES, which `disabled` narrows). emit.py's layer
+planning offers it the SRAM free beside the buffers and resident tensors of the last
+PREFETCH_DEPTH layers with events (`rooms`); the buffer is then live from the earliest of
+them it fits. `choose` then decides, layer by layer, during which of those layers the load
+runs and where among its transfers, or whether it stays at its own layer's start: the
+choice for which the estimate of the whole subgraph (estimate.py, the schedule the tokens
+enforce) is fastest; ties keep it at its own layer. Early: after that layer's first tile's
+loads, so the DMA unit takes it while that layer computes; late: after that layer's last
+load, where it holds back none of that layer's loads (the DMA unit retires transfers in
+program order, so a long flash load early in a layer would hold every later band of it),
+only its last stores. Either way it does not wait behind the layer's last store while the
+flash (or DRAM) port sits idle. The tokens order it against every other access to its
+bytes (sync.py); the buffer's lifetime then starts at that layer, so no buffer or tensor
+live in between shares its bytes (memory.py). Its instruction belongs to that layer (layer
+id, DRAM bytes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from vpuc.compiler.lower.codegen.estimate import Clock
@@ -29,6 +35,24 @@ PREFETCH_DEPTH = 2  # how many layers with events back a prefetch may run
 # Where a prefetched load goes among the events of the layer it runs during: after that
 # layer's first tile's loads (key -1 and earlier), before its second tile's (-0.5).
 PREFETCH_KEY = -0.875
+# Or after its last load: a quarter of the gap to a store keyed a tile behind (tiling.STORE_KEY).
+LATE_KEY = 0.125
+
+
+PREFETCH_ROLES = frozenset({"w", "table"})  # buffers whose load may move: whole weights, a table
+
+
+@contextmanager
+def disabled(roles: frozenset[str] = PREFETCH_ROLES) -> Iterator[None]:
+    """While it lasts no load into a buffer of these roles moves: it runs at its own layer's
+    start, so that layer's span holds it (bench/vs_vela.py's like-for-like figures: Vela's
+    per-op figure charges an op with its own weight reads)."""
+    global PREFETCH_ROLES
+    saved, PREFETCH_ROLES = PREFETCH_ROLES, PREFETCH_ROLES - roles
+    try:
+        yield
+    finally:
+        PREFETCH_ROLES = saved
 
 
 def rooms(plans: list[OpPlan], free: list[int], index: int) -> tuple[tuple[int, int], ...]:
@@ -45,11 +69,22 @@ def rooms(plans: list[OpPlan], free: list[int], index: int) -> tuple[tuple[int, 
     return tuple(found)
 
 
-def estimate_cycles(plans: list[OpPlan], placement: Placement, target: Target) -> tuple[int, list]:
-    """The subgraph's estimated cycles and each layer's (start, end) on one clock."""
-    clock = Clock()
+def estimate_cycles(
+    plans: list[OpPlan],
+    placement: Placement,
+    target: Target,
+    start: int = 0,
+    clock: Clock | None = None,
+    snapshots: list[Clock] | None = None,
+) -> tuple[int, list]:
+    """The subgraph's estimated cycles and each layer's (start, end) on one clock: from layer
+    `start` on `clock` (the clock as it was before that layer), keeping in `snapshots` a copy
+    of the clock before every layer."""
+    clock = clock or Clock()
     spans = []
-    for plan in plans:
+    for plan in plans[start:]:
+        if snapshots is not None:
+            snapshots.append(clock.copy())
         before = clock.now
         Events(Context(target, placement, plan.index, 0), list(plan.events)).estimate(clock, plan.op.output)
         spans.append((before, clock.now))
@@ -60,8 +95,11 @@ def estimate_cycles(plans: list[OpPlan], placement: Placement, target: Target) -
 
 def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
     """For every layer with prefetchable buffers, the layer its loads run during (or its
-    own), by the estimate; moves the loads and sets the buffers' lifetimes to match."""
-    best, _ = estimate_cycles(plans, placement, target)
+    own) and where among that layer's transfers (early or late, `_hoist`), by the estimate
+    (from the host on: the clock before it is the same); moves the loads and sets the
+    buffers' lifetimes to match."""
+    snapshots: list[Clock] = []
+    best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots)
     for plan in plans:
         early = [b for b in plan.buffers if b.first < plan.index]
         if not early:
@@ -70,26 +108,43 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
         saved = {t: (list(plans[t].events), plans[t].dram_read_bytes) for t in (*hosts, plan.index)}
         chosen = None
         for host in hosts:
-            _hoist(plans, plan, host, {b.name for b in early})
-            cycles, _ = estimate_cycles(plans, placement, target)
-            if cycles < best:
-                best, chosen = cycles, host
-            for t, (events, nbytes) in saved.items():
-                plans[t].events, plans[t].dram_read_bytes = list(events), nbytes
+            for late in (False, True):
+                _hoist(plans, plan, host, early, late)
+                cycles, _ = estimate_cycles(plans, placement, target, host, snapshots[host].copy())
+                if cycles < best:
+                    best, chosen = cycles, (host, late)
+                for t, (events, nbytes) in saved.items():
+                    plans[t].events, plans[t].dram_read_bytes = list(events), nbytes
         if chosen is not None:
-            _hoist(plans, plan, chosen, {b.name for b in early})
+            host = chosen[0]
+            _hoist(plans, plan, host, early, chosen[1])
+            later: list[Clock] = []
+            estimate_cycles(plans, placement, target, host, snapshots[host].copy(), later)
+            snapshots[host:] = later
         for b in early:  # not moved: live from the layer before (its load waits on nothing there)
-            b.first = max(b.first, plan.index - 1) if chosen is None else chosen
+            b.first = max(b.first, plan.index - 1) if chosen is None else chosen[0]
 
 
-def _hoist(plans: list[OpPlan], plan: OpPlan, host: int, names: set[str]) -> None:
-    """Move `plan`'s loads into buffers `names` to layer `host`; its events that read them
-    wait for them by name in the estimate (Event.tensors, Clock.ready)."""
+def _hoist(plans: list[OpPlan], plan: OpPlan, host: int, buffers: list, late: bool) -> None:
+    """Move `plan`'s loads into `buffers` to layer `host`: a whole buffer's loads, a ring's
+    (streamed weights) first block only. Early: after the host's first tile's loads
+    (PREFETCH_KEY); late: after its last load (LATE_KEY), where the transfer holds back none
+    of the host's loads (the DMA unit retires transfers in order), only its last stores.
+    `plan`'s events that read the buffers wait for them by name in the estimate
+    (Event.tensors, Clock.ready)."""
     target = plans[host]
-    kept = []
+    names = {b.name for b in buffers}
+    rings = {b.name for b in buffers if b.slots > 1}
+    key = target.key_base + PREFETCH_KEY
+    if late:
+        loads = [e.key for e in target.events if e.what in ("load", "weights")]
+        key = max(loads, default=key) + LATE_KEY
+    kept, moved = [], set()
     for event in plan.events:
-        if event.what == "weights" and any(name in names for name, _ in event.writes):
-            target.events = [*target.events, replace(event, key=target.key_base + PREFETCH_KEY)]
+        written = {name for name, _ in event.writes if name in names}
+        if event.what == "weights" and written and not written & rings & moved:
+            target.events = [*target.events, replace(event, key=key)]
+            moved |= written
             nbytes = sum(_bytes(spec) for spec in event.specs)
             plan.dram_read_bytes -= nbytes
             target.dram_read_bytes += nbytes

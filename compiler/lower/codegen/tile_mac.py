@@ -16,7 +16,8 @@ input re-read per chunk); the estimate picks the fastest, or among the tilings w
 TRAFFIC_SLACK of it the one moving the fewest DRAM and flash bytes. A streamed chunk's
 weights are loaded ahead of its input band (their event key half a step earlier): the DMA
 unit takes transfers in order, so a weight block behind the previous tile's store would
-wait for that tile's requantisation while the flash port sits idle.
+wait for that tile's requantisation while the flash port sits idle. For the same reason a
+tile's input band goes ahead of the store of the tile two before it (tiling.STORE_KEY).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, conv_limits, row_pieces
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
+    STORE_KEY,
     Context,
     Events,
     band_options,
@@ -180,7 +182,7 @@ def _buffers(shape: MacShape, choice: Choice, ctx: Context, x_dram: bool, y_dram
     if choice.whole:
         found["w"] = buffer(ctx, "w", sum(blocks), 1, prefetch=True)
     else:
-        found["w"] = buffer(ctx, "w", max(blocks), 2 if len(blocks) > 1 else 1)
+        found["w"] = buffer(ctx, "w", max(blocks), 2 if len(blocks) > 1 else 1, prefetch=True)
     if x_dram:
         loads = tiles * max(len(c.steps) for c in parts)
         found["in"] = buffer(ctx, "in", _in_rows(shape, rows) * shape.w * in_c, 2 if loads > 1 else 1)
@@ -255,7 +257,7 @@ def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -
     return (
         type(op), shape, x_dram, y_dram, ctx.view(op.inputs[0]), ctx.view(op.output),
         target.name, target.hardware, target.numerics, conv_limits(target),
-        ctx.index, ctx.budget, ctx.key_base, ctx.prefetch_rooms,
+        ctx.index, ctx.budget, ctx.key_base, ctx.prefetch_rooms, ctx.prefetch_roles,
         op.inputs[0], op.output, op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp),
     )  # fmt: skip
 
@@ -465,7 +467,7 @@ def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape
         specs = transfer.band(
             Opcode.STORE, y_view, n, (r0, r1), (o0, o1), Addr(bufs["out"].name, 0, out_slot)
         )
-        ev.add("store", specs, step + 1, reads=[(bufs["out"].name, out_slot)])
+        ev.add("store", specs, step + STORE_KEY, reads=[(bufs["out"].name, out_slot)])
     else:
         fields["dst"] = Addr(y_view.storage, y_view.pixel_offset(n, r0) + o0)
         if y_view.pixel_stride != channels:

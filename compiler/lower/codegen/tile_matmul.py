@@ -14,6 +14,7 @@ from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Spec
 from vpuc.compiler.lower.codegen.tile_mac import rows_view
 from vpuc.compiler.lower.codegen.tiling import (
+    STORE_KEY,
     Context,
     Events,
     band_options,
@@ -164,7 +165,7 @@ def _requant_matmul(ev, op, bufs, acc_slot, params, y_view, rows, n, step) -> No
             "vector", [Spec(Requant, fields)], step + 0.5, reads=reads, writes=[(bufs["out"].name, out_slot)]
         )
         specs = transfer.band(Opcode.STORE, y_view, 0, (r0, r1), (0, n), Addr(bufs["out"].name, 0, out_slot))
-        ev.add("store", specs, step + 1, reads=[(bufs["out"].name, out_slot)])
+        ev.add("store", specs, step + STORE_KEY, reads=[(bufs["out"].name, out_slot)])
     else:
         fields["dst"] = Addr(y_view.storage, y_view.pixel_offset(0, r0))
         ev.add("vector", [Spec(Requant, fields)], step + 0.5, reads=reads)

@@ -20,6 +20,7 @@ from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
+    STORE_KEY,
     Context,
     Events,
     band_options,
@@ -139,7 +140,7 @@ def _build(op: vops.Op, ctx: Context, band: int):
             )
             if "out" in bufs:
                 store = transfer.band(Opcode.STORE, y_view, image, (r0, r1), (0, c), dst)
-                ev.add("store", store, step + 1, reads=[(bufs["out"].name, out_slot)])
+                ev.add("store", store, step + STORE_KEY, reads=[(bufs["out"].name, out_slot)])
             step += 1
     count_dram(plan, ev)
     return plan, ev

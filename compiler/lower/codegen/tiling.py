@@ -25,6 +25,12 @@ from vpuc.targets import Target
 from vpuc.targets.isa.cost import dma_port, instruction_cycles
 from vpuc.targets.isa.formats import Opcode, Unit
 
+# A tile's store is keyed a tile behind it (step + STORE_KEY), its input loads a tile ahead
+# (step - 1): a quarter step more puts the load of tile t + 2 ahead of the store of tile t in
+# the DMA unit's queue, so it is not held behind that tile's requantisation (the DMA unit
+# takes its transfers in order) while the MAC array waits for its input.
+STORE_KEY = 1.25
+
 UNIT_OF_OPCODE = {
     Opcode.LOAD: Unit.DMA,
     Opcode.STORE: Unit.DMA,
@@ -94,6 +100,7 @@ class Context:
     # (an earlier layer with events, the SRAM bytes free from it up to this layer), nearest
     # first: where a prefetched buffer may start being live (buffer())
     prefetch_rooms: tuple[tuple[int, int], ...] = ()
+    prefetch_roles: frozenset[str] = frozenset()  # the buffer roles that may use them
 
     @property
     def hw(self):
@@ -198,7 +205,7 @@ def buffer(ctx: Context, role: str, slot_bytes: int, slots: int, prefetch: bool 
     load then runs while that layer computes (emit.py moves it into that layer's events)."""
     size = aligned(slot_bytes)
     first = ctx.index
-    if prefetch:
+    if prefetch and role in ctx.prefetch_roles:
         for index, room in ctx.prefetch_rooms:
             if size * slots > room:
                 break

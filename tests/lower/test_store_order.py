@@ -1,0 +1,47 @@
+"""A tile's input load goes ahead of an earlier tile's store in the in-order DMA queue
+(tiling.STORE_KEY): on resnet8's s2_conv1 shape at u55-256 (32x32x16 -> 32 channels, 3x3,
+stride 2: two 16-channel weight chunks from flash, two bands of 8 output rows, the input
+band read again for the second chunk), the third tile's input band loads as soon as the
+first tile's MAC has freed its slot, not after that tile's requantisation and store, so the
+MAC array waits only for the second chunk's weights.
+
+By hand, from targets/u55-256.toml (issue 8; flash 1 B/cycle, latency 64, 128-byte bursts;
+SRAM port 8 B/cycle, latency 32; a MAC block of 16x16 per tap, weight load 16, fill and
+drain 16 + 16):
+- a weight chunk: 16 x 3 x 3 x 16 = 2304 B + 16 x 4 B bias + 16 x 8 B params = 2496 B,
+  20 bursts: 8 + 64 + 2560 = 2632 cycles; the second streams right after the first (two
+  flash transfers in flight): it ends at 2632 + 2560 = 5192;
+- an input band of 17 rows (8 output rows at stride 2, and the kernel's halo) x 32 x 16 =
+  8704 B: 8 + 32 + 1088 = 1128 cycles;
+- a MAC over 8 x 16 output pixels: 9 taps x 128 + 16 + 16 + 16 + 8 = 1208 cycles; the first
+  starts when the first chunk is in (2632) and ends at 3840, the second ends at 5048.
+The third tile's band (slot 0 again) starts when the first MAC ends, 3840, and ends at
+4968; its MAC starts when the second chunk is in, 5192. Behind the first tile's store
+(taken after that tile's 1032-cycle requantisation, at 4872) the band started at 4880,
+its data followed the store's on the port, and the MAC waited for it until 6512."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vpuc.targets import load_target
+from vpuc.targets.isa.formats import Conv, Dma, Opcode
+
+from .conftest import Builder, simulate
+
+
+def test_an_input_band_loads_ahead_of_an_earlier_tiles_store():
+    b = Builder(seed=3)
+    x = b.input("x", (1, 32, 32, 16))
+    y = b.conv(x, "conv", 32, stride=(2, 2), pads=(0, 0, 1, 1))
+    program, result, outputs, expected = simulate(b.subgraph([y]), load_target("u55-256"))
+    np.testing.assert_array_equal(outputs[y], expected[y])
+    assert program.layers[0]["tiling"]["loop"] == "channel chunks outer"
+    instructions, timeline = program.program.instructions, result.timeline
+    macs = [pc for pc, i in enumerate(instructions) if isinstance(i, Conv)]
+    bands = [pc for pc, i in enumerate(instructions) if isinstance(i, Dma) and i.opcode == Opcode.LOAD
+             and not i.region]  # fmt: skip
+    stores = [pc for pc, i in enumerate(instructions) if isinstance(i, Dma) and i.opcode == Opcode.STORE]
+    assert bands[2] < stores[0]  # in program order
+    assert [timeline.start[pc] for pc in macs[:3]] == [2632, 3840, 5192]
+    assert (timeline.start[bands[2]], timeline.end[bands[2]]) == (3840, 4968)
