@@ -2,7 +2,8 @@
 asymmetric padding, quantised by onnxruntime's quantize_static (QDQ, per-channel weights),
 compiled for each VPU target with the input NCHW and NHWC, run on the simulator and checked
 against onnxruntime's QDQ reference (`vpuc run --check`: the gathered patches and the 1x1
-conv over them give the conv's int32 sums exactly). The report names the layer's lowering."""
+conv over them, or the gathered kernel rows and the 1 x kw conv over them, give the conv's
+int32 sums exactly). The report names the layer's lowering."""
 
 from __future__ import annotations
 
@@ -57,15 +58,22 @@ def _qdq(model: onnx.ModelProto, shape, tmp_path):
     return qdq_path
 
 
+LABELS = {
+    "patches": lambda channels: f"im2col (K {channels * 40})",
+    "rows": lambda channels: f"im2col of kernel rows ({channels * 10} channels, 1x4 kernel)",
+}
+
+
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode", ["patches", "rows"])
 @pytest.mark.parametrize("channels", [1, 3])
 @pytest.mark.parametrize("nhwc", [False, True], ids=["nchw", "nhwc"])
 def test_a_few_channel_first_conv_runs_as_im2col_and_matches_onnxruntime(
-    vpuc, tmp_path, monkeypatch, target, channels, nhwc
+    vpuc, tmp_path, monkeypatch, target, mode, channels, nhwc
 ):
-    """im2col wherever it applies (the estimate prefers the conv itself for 3 NCHW channels
-    on u55-256), so that its gathers are checked on every target and layout."""
-    monkeypatch.setattr(tile_im2col, "CHOOSE", "always")
+    """Each im2col wherever it applies (the estimate prefers one of them, or the conv
+    itself), so that both gathers are checked on every target and layout."""
+    monkeypatch.setattr(tile_im2col, "CHOOSE", mode)
     model, shape = _first_conv_model(channels, nhwc)
     qdq_path = _qdq(model, shape, tmp_path)
     artifact = compile_model(qdq_path, target=target, profitability=False)
@@ -73,7 +81,7 @@ def test_a_few_channel_first_conv_runs_as_im2col_and_matches_onnxruntime(
     assert ops["stem"]["device"] == "vpu", ops["stem"]["reason"]
     layers = artifact.report["vpu"]["layers"]
     (stem,) = [layer for layer in layers if "stem" in layer["nodes"]]
-    assert stem["tiling"]["lowering"] == f"im2col (K {channels * 40})", stem["tiling"]
+    assert stem["tiling"]["lowering"] == LABELS[mode](channels), stem["tiling"]
     ran = vpuc("run", artifact.save(tmp_path / "m.vpub"), "--check", qdq_path, "--json")
     assert ran.returncode == 0, ran.stderr
     report = json.loads(ran.stdout)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vpuc.compiler.lower.codegen.plan import Addr, View
-from vpuc.compiler.lower.codegen.tile_im2col import Gather
+from vpuc.compiler.lower.codegen.tile_im2col import Gather, RowGather
 from vpuc.sim import Clip, End, Simulator
 from vpuc.targets import load_target
 
@@ -28,10 +28,20 @@ def _instructions(gather: Gather, rows: tuple[int, int]):
     loads = [spec.build(resolve) for spec in specs]
     if not gather.padded(rows):
         return loads
-    count = (rows[1] - rows[0]) * gather.out[1] * gather.patch_bytes
+    count = (rows[1] - rows[0]) * gather.tile_shape[0] * gather.tile_shape[1]
     zp = gather.zero_point
     fill = Clip(src=TILE, dst=TILE, count=count, clamp_min=zp, clamp_max=zp, signal=1)
     return [fill, dataclasses.replace(loads[0], wait=1), *loads[1:]]
+
+
+def _kernel_rows(x_hwc, kernel, strides, pads, zp):
+    """Numpy's tile of kernel rows: pixel (y, x) holds column x of the kh rows output row y
+    reads, (ky, c) innermost; padding rows hold the zero point (columns are not padded)."""
+    (kh, _), (sh, _), (top, _, bottom, _) = kernel, strides, pads
+    padded = np.pad(x_hwc, ((top, bottom), (0, 0), (0, 0)), constant_values=zp)
+    oh = (padded.shape[0] - kh) // sh + 1
+    rows = [padded[y * sh : y * sh + kh].transpose(1, 0, 2).reshape(x_hwc.shape[1], -1) for y in range(oh)]
+    return np.concatenate(rows)
 
 
 def _patches(x_hwc, kernel, strides, pads, zp, nchw):
@@ -66,11 +76,15 @@ def test_the_gathered_tile_is_numpys_im2col(nchw, shape, kernel, strides, pads):
     view = View("x", 0, (1, h, w, c), c, nchw)
     gather = Gather(view, "x", kernel, strides, pads, (oh, ow), zp)
     dram = (x.transpose(2, 0, 1) if nchw else x).tobytes()
+    by_rows = RowGather(view, "x", kernel, strides, pads, (oh, ow), zp)
+    expected_rows = _kernel_rows(x, kernel, strides, pads, zp)
     for rows in [(0, oh), (1, oh - 1)]:  # the whole image, and a band without its edges
-        result = Simulator(load_target("vpu")).run([*_instructions(gather, rows), End()], dram)
-        pixels = (rows[1] - rows[0]) * ow
-        tile = result.sram[TILE : TILE + pixels * gather.patch_bytes].view(np.int8)
-        np.testing.assert_array_equal(tile.reshape(pixels, -1), expected[rows[0] * ow : rows[1] * ow])
+        for each, truth in ((gather, expected), (by_rows, expected_rows)):
+            result = Simulator(load_target("vpu")).run([*_instructions(each, rows), End()], dram)
+            width, depth = each.tile_shape
+            pixels = (rows[1] - rows[0]) * width
+            tile = result.sram[TILE : TILE + pixels * depth].view(np.int8).reshape(pixels, depth)
+            np.testing.assert_array_equal(tile, truth[rows[0] * width : rows[1] * width])
 
 
 def test_a_small_gathers_cycles_by_hand():

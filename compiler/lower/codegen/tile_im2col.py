@@ -23,7 +23,7 @@ dilation. tile_mac.py tiles the 1x1 conv (bands, channel chunks, weights) as any
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -36,8 +36,8 @@ from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.formats import Clip, Opcode
 
-# "estimate": im2col when the estimate finds it faster; "always": whenever it applies (tests
-# of its arithmetic on every target and layout, whatever the estimate prefers).
+# "estimate": the fastest of the conv and its im2cols; "patches" or "rows": that im2col
+# whenever it applies (tests of its arithmetic on every target and layout).
 CHOOSE = "estimate"
 
 
@@ -52,6 +52,8 @@ class Gather:
     pads: tuple[int, int, int, int]  # top, left, bottom, right
     out: tuple[int, int]  # output rows, columns
     zero_point: int
+
+    kind = "patches"
 
     @property
     def channels(self) -> int:
@@ -71,11 +73,16 @@ class Gather:
         """DRAM bytes from one input row to the next within a run's plane."""
         return self.view.shape[2] * self.unit
 
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        """(pixels per tile row, bytes per pixel) of the tile the gather writes."""
+        return self.out[1], self.patch_bytes
+
     def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
         specs = self.specs(n, rows, tile)
         writes = [(tile.base, tile.slot)]
         if self.padded(rows):
-            count = (rows[1] - rows[0]) * self.out[1] * self.patch_bytes
+            count = (rows[1] - rows[0]) * self.tile_shape[0] * self.tile_shape[1]
             zp = self.zero_point
             fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
             ev.add("vector", [fill], key - 0.25, writes=writes)
@@ -171,46 +178,91 @@ class Gather:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class RowGather(Gather):
+    """The kernel rows only: tile pixel (y, x) holds input column x of the kh input rows
+    output row y reads, (ky, c) innermost (kh*C bytes); a 1 x kw conv over it (the conv
+    instruction pads left and right) is the conv. One load per kernel row (NHWC) or per
+    (c, ky) (NCHW): planes output rows, rows input columns of C bytes (NCHW: 1 byte)."""
+
+    kind = "rows"
+
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        return self.view.shape[2], self.kernel[0] * self.channels
+
+    def padded(self, rows: tuple[int, int]) -> bool:
+        return not all(self.reach(ky, rows) == rows for ky in range(self.kernel[0]))
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        view, kh, sh = self.view, self.kernel[0], self.strides[0]
+        _, height, width, depth = view.shape
+        pixel = kh * depth
+        found = []
+        for c in range(depth if view.nchw else 1):
+            for ky in range(kh):
+                y0, y1 = self.reach(ky, rows)
+                if y0 >= y1:
+                    continue
+                iy = y0 * sh + ky - self.pads[0]
+                if view.nchw:
+                    dram = Addr(view.storage, view.offset + ((n * depth + c) * height + iy) * width)
+                else:
+                    dram = Addr(view.storage, view.pixel_offset(n, iy))
+                sram = tile + (y0 - rows[0]) * width * pixel + ky * depth + c
+                planes = dict(planes=y1 - y0, dram_plane=sh * self.pitch, sram_plane=width * pixel)
+                found.append(_dma(Opcode.LOAD, dram, sram, self.unit, width, self.unit, pixel, **planes))
+        return found
+
+
 def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
-    """The conv's own tiling, or its im2col when the estimate finds that faster."""
+    """The conv's own tiling, or an im2col of it when the estimate finds that faster."""
     try:
         direct = tile_mac.plan_mac(op, ctx)
     except LowerError:
         direct = None
-    gathered = _try_im2col(op, ctx)
-    if direct is None:
-        if gathered is None:
-            return tile_mac.plan_mac(op, ctx)  # raises the conv's own reason
-        return gathered
-    if gathered is not None and (CHOOSE == "always" or _cycles(gathered, ctx) < _cycles(direct, ctx)):
-        return gathered
-    return direct
+    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx)) if g is not None]
+    if CHOOSE != "estimate":
+        gathers = [g for g in gathers if (g.kind == CHOOSE)]
+    candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
+    if CHOOSE != "estimate" and candidates:
+        return candidates[0]
+    if direct is None and not candidates:
+        return tile_mac.plan_mac(op, ctx)  # raises the conv's own reason
+    candidates = ([direct] if direct is not None else []) + candidates
+    return min(candidates, key=lambda plan: _cycles(plan, ctx))  # ties: the conv itself
 
 
 def _cycles(plan: OpPlan, ctx: Context) -> int:
     return Events(ctx, plan.events).estimate(Clock())
 
 
-def _try_im2col(op, ctx: Context) -> OpPlan | None:
-    gather = gather_of(op, ctx)
-    if gather is None:
-        return None
+def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
+    """The 1x1 conv (patches) or 1 x kw conv (rows) over the gathered tile, tiled."""
     shape = tile_mac.shape_of(op, ctx)
-    flat = replace(shape, h=shape.oh, w=shape.ow, cin=gather.patch_bytes)
-    flat = replace(flat, kernel=(1, 1), strides=(1, 1), pads=(0, 0, 0, 0))
-    weights = op.weights.transpose(0, 3, 1, 2) if gather.view.nchw else op.weights
-    one = replace(op, weights=np.ascontiguousarray(weights).reshape(op.out_channels, 1, 1, -1))
-    one = replace(one, strides=(1, 1), padding=(0, 0, 0, 0))
+    (_, kw), (_, sw), (_, left, _, right) = op.kernel, op.strides, op.padding
+    if isinstance(gather, RowGather):
+        kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
+        weights = op.weights.transpose(0, 2, 1, 3).reshape(op.out_channels, 1, kw, -1)
+        label = f"im2col of kernel rows ({gather.tile_shape[1]} channels, 1x{kw} kernel)"
+    else:
+        kernel, strides, pads = (1, 1), (1, 1), (0, 0, 0, 0)
+        weights = op.weights.transpose(0, 3, 1, 2) if gather.view.nchw else op.weights
+        weights = weights.reshape(op.out_channels, 1, 1, -1)
+        label = f"im2col (K {gather.patch_bytes})"
+    flat = replace(shape, h=shape.oh, w=gather.tile_shape[0], cin=gather.tile_shape[1])
+    flat = replace(flat, kernel=kernel, strides=strides, pads=pads)
+    one = replace(op, weights=np.ascontiguousarray(weights), strides=strides, padding=pads)
     try:
         plan = tile_mac.plan_mac(one, ctx, flat, gather)
     except LowerError:
         return None
     plan.op = op
-    plan.choice = {"lowering": f"im2col (K {gather.patch_bytes})", **plan.choice}
+    plan.choice = {"lowering": label, **plan.choice}
     return plan
 
 
-def gather_of(op, ctx: Context) -> Gather | None:
+def gather_of(op, ctx: Context, check_rows: bool = True) -> Gather | None:
     """The gather of `op`'s patches when im2col applies (see the module's docstring) and
     fills the array's rows better than the conv does; else None."""
     if not isinstance(op, vops.Conv) or op.groups != 1 or tuple(op.dilation) != (1, 1):
@@ -222,8 +274,20 @@ def gather_of(op, ctx: Context) -> Gather | None:
     if not view.nchw and view.pixel_stride != channels:
         return None
     patch = kh * kw * channels
-    if patch > 0xFFFF or -(-patch // rows) >= kh * kw * -(-channels // rows):
+    if check_rows and (patch > 0xFFFF or -(-patch // rows) >= kh * kw * -(-channels // rows)):
         return None
     _, oh, ow, _ = ctx.view(op.output).shape
     zero_point = op.in_q[0].zero_point
     return Gather(view, op.inputs[0], (kh, kw), tuple(op.strides), tuple(op.padding), (oh, ow), zero_point)
+
+
+def rows_of(op, ctx: Context) -> RowGather | None:
+    """The gather of `op`'s kernel rows when it applies (as gather_of) and kh*C fills the
+    array's rows better than C does; else None."""
+    found = gather_of(op, ctx, check_rows=False)
+    if found is None:
+        return None
+    rows, kh, channels = ctx.hw.mac_rows, found.kernel[0], found.channels
+    if kh == 1 or kh * channels > 0xFFFF or -(-kh * channels // rows) >= kh * -(-channels // rows):
+        return None
+    return RowGather(**{f.name: getattr(found, f.name) for f in fields(Gather)})
