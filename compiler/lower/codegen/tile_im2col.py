@@ -37,7 +37,7 @@ from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.formats import Clip, Opcode
 
 # "estimate": the fastest of the conv and its im2cols; "patches" or "rows": that im2col
-# whenever it applies (tests of its arithmetic on every target and layout).
+# whenever it applies (tests of its arithmetic on every target and layout); "conv": never.
 CHOOSE = "estimate"
 
 
