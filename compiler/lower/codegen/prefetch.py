@@ -78,8 +78,27 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
                 plans[t].events, plans[t].dram_read_bytes = list(events), nbytes
         if chosen is not None:
             _hoist(plans, plan, chosen, {b.name for b in early})
+        else:
+            _after_the_layer_before_last(plans, plan, {b.name for b in early})
         for b in early:  # not moved: live from the layer before (its load waits on nothing there)
             b.first = max(b.first, plan.index - 1) if chosen is None else chosen
+
+
+def _after_the_layer_before_last(plans: list[OpPlan], plan: OpPlan, names: set[str]) -> None:
+    """A load left at its own layer into a buffer live from the layer before may share bytes
+    with what the layer before that reads or writes (memory.py): in the estimate it waits
+    for that layer's output, as the tokens make it wait for those accesses (the estimate
+    ran it while that layer still read them: opzoonet's stage4 weights on vpu-plus, 296
+    cycles early)."""
+    if plan.index < 2:
+        return
+    ready = plans[plan.index - 2].op.output
+    plan.events = [
+        replace(event, tensors=[*event.tensors, ready])
+        if event.what == "weights" and any(name in names for name, _ in event.writes)
+        else event
+        for event in plan.events
+    ]
 
 
 def _hoist(plans: list[OpPlan], plan: OpPlan, host: int, names: set[str]) -> None:
