@@ -1,5 +1,6 @@
 """First-layer im2col: a conv with few input channels as a DMA gather of its patches and a
-1x1 conv over them, when the estimate finds it faster than the conv itself.
+1x1 conv over them (or of its kernel rows and a 1 x kw conv), when the estimate finds it
+faster than the conv itself.
 
     conv(x, W[o, ky, kx, c])  =  conv1x1(patches(x), W'[o, 0, 0, k])
 
@@ -19,6 +20,12 @@ inside (rows: kernel rows of equal reach, planes: output rows). Padding holds th
 zero point: a clip with clamp_min = clamp_max = zero point fills the tile first when the band
 has any. Only for an input in DRAM (the DMA reaches DRAM, not the scratchpad), no groups, no
 dilation. tile_mac.py tiles the 1x1 conv (bands, channel chunks, weights) as any other.
+
+The im2col of kernel rows (RowGather) gathers only the kh rows: tile pixel (y, x) holds input
+column x of them (kh*C bytes), and a 1 x kw conv with the conv's own horizontal stride and
+padding runs over it (ceil(kh*C / mac_rows) * kw blocks). Its loads move whole input rows
+(runs of C bytes, 1 for NCHW) and need no edge loads. plan_conv plans the conv and each
+im2col that applies and keeps the fastest by the estimate (docs/partition.md).
 """
 
 from __future__ import annotations
