@@ -130,7 +130,10 @@ def reason(layer: dict, measured, hw) -> str:
         return f"depthwise: one array row per column ({used} of {hw.macs_per_cycle} MACs){vector}"
     notes = []
     cin_g = cin // max(groups, 1)
-    if cin_g and cin_g % hw.mac_rows:
+    lowering = (layer.get("tiling") or {}).get("lowering")
+    if lowering:  # a gather fills the rows (compiler/lower/codegen/tile_im2col.py)
+        notes.append(f"lowered as {lowering}")
+    elif cin_g and cin_g % hw.mac_rows:
         used = cin_g % hw.mac_rows if cin_g < hw.mac_rows else hw.mac_rows
         notes.append(
             f"input channels {cin_g} fill {min(used, cin_g)} of {hw.mac_rows} rows in the last block"

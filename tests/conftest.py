@@ -47,15 +47,15 @@ def vpuc():
 @pytest.fixture(autouse=True)
 def _fresh_process_memos():
     """Each test starts with the in-process memos of repeated compiles empty (the host
-    libraries, the planner's choices, the QDQ accuracy measurement, the quantiser's
+    libraries, the planner's choices and answers, the QDQ accuracy measurement, the quantiser's
     executables): a test that patches a
     stage (a failing relax.build, a changed cost) must reach that stage, not an answer
     another test left behind. tests/e2e/test_repeated_compiles.py tests the memos within one test."""
     from vpuc.compiler.host import build
-    from vpuc.compiler.lower.codegen import tile_mac
+    from vpuc.compiler.lower.codegen import oracle, tile_mac
     from vpuc.compiler.quantize.calibration import observe
     from vpuc.compiler.quantize.qdq import reference
 
-    for memo in (build._BUILT, tile_mac._CHOSEN, reference._MEASURED, observe._BUILT):
+    for memo in (build._BUILT, tile_mac._CHOSEN, oracle._ANSWERS, reference._MEASURED, observe._BUILT):
         memo.clear()
     yield

@@ -4,8 +4,9 @@ conv is 10x4 with padding [4, 1, 5, 1] and stride 2 (past the kernel limit, 7 or
 vpu and vpu-plus the padding limit, 3), then a depthwise-separable block and a 25x5
 average pool over the whole map (on `vpu`, which has no pool, a 25x5 depthwise conv), is
 compiled for each VPU target, run on the simulator and checked against the QDQ reference
-(onnxruntime, optimisations off). A conv no decomposition covers stays on the host with
-the limit and why."""
+(onnxruntime, optimisations off). The first conv is lowered as a conv here (sub-kernels),
+not as the im2col the planner prefers for it (tests/e2e/test_first_layer_im2col.py). A conv
+no decomposition covers stays on the host with the limit and why."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from test_whole_models import TARGETS, _int8_input, _qdq, _run_check
 
 from vpuc.compiler import compile_model
+from vpuc.compiler.lower.codegen import tile_im2col
 from vpuc.examples.graph_builder import GraphBuilder
 from vpuc.targets import load_target
 from vpuc.targets.isa.formats import Conv
@@ -58,7 +60,8 @@ def _int8_nhwc_input(qdq_path, out_path):
 
 @pytest.mark.parametrize("nchw", [True, False], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("target", TARGETS)
-def test_a_kws_first_conv_and_its_pool_run_on_the_vpu_decomposed(vpuc, tmp_path, target, nchw):
+def test_a_kws_first_conv_and_its_pool_run_on_the_vpu_decomposed(vpuc, tmp_path, monkeypatch, target, nchw):
+    monkeypatch.setattr(tile_im2col, "CHOOSE", "conv")  # the sub-kernels, not an im2col
     shape = [1, 1, 49, 10] if nchw else [1, 49, 10, 1]
     _, qdq_path = _qdq(_kws_like(nchw), tmp_path, shape)
     convert = _int8_input if nchw else _int8_nhwc_input

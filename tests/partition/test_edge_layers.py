@@ -1,7 +1,8 @@
 """The profitability rule layer by layer at a subgraph's edge (compiler/partition/edges.py):
-a first conv with one input channel (a KWS net's) costs the VPU one tap per output pixel per
-cycle, and moves to the CPU when that is cheaper there, figures checked by hand from the
-target's [host] and [hardware] tables; a first conv with 16 input channels stays."""
+a first conv with one input channel (a KWS net's) lowered as a conv costs the VPU one tap
+per output pixel per cycle, and moves to the CPU when that is cheaper there, figures checked
+by hand from the target's [host] and [hardware] tables; as an im2col (the planner's choice,
+half the cycles) it still does at stride 1; a first conv with 16 input channels stays."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
+
+from vpuc.compiler.lower.codegen import tile_im2col
 
 H, W, COUT = 49, 10, 8
 
@@ -43,7 +46,8 @@ def _rows(report) -> dict[str, dict]:
     return {row["name"]: row for row in report["ops"]}
 
 
-def test_one_channel_first_conv_moves_to_the_cpu_by_hand_figures(partition):
+def test_one_channel_first_conv_as_a_conv_moves_to_the_cpu_by_hand_figures(partition, monkeypatch):
+    monkeypatch.setattr(tile_im2col, "CHOOSE", "conv")  # lowered as a conv, not an im2col
     rows = _rows(partition(_model(1, 10, 4), "vpu"))
     assert rows["first"]["device"] == rows["relu0"]["device"] == "cpu"
     assert {rows[n]["device"] for n in ("second", "relu1", "third", "relu2")} == {"vpu"}
@@ -67,6 +71,22 @@ def test_one_channel_first_conv_moves_to_the_cpu_by_hand_figures(partition):
     # VPU: one input channel feeds one tap of one pixel a cycle, 8 <= 16 output channels in
     # one column pass: at least 280 pixels x 40 taps cycles at 1000 MHz.
     assert vpu_us >= 280 * 40 / 1000 > cpu_us + transfer_us
+
+
+def test_one_channel_first_conv_moves_to_the_cpu_even_as_an_im2col(partition):
+    rows = _rows(partition(_model(1, 10, 4), "vpu"))
+    assert rows["first"]["device"] == rows["relu0"]["device"] == "cpu"
+    figures = re.search(r"\(CPU ([\d.]+) us \+ host<->VPU transfers \+([\d.]+) us vs VPU ([\d.]+) us\)",
+                        rows["first"]["reason"])  # fmt: skip
+    assert figures, rows["first"]["reason"]
+    cpu_us, transfer_us, vpu_us = (float(g) for g in figures.groups())
+    assert (cpu_us, transfer_us) == (5.57, 0.22)  # as above, by hand
+    # The cheapest lowering is the im2col of kernel rows (10 rows x 1 channel fill one block:
+    # 4 taps x 280 pixels = 1,120 MAC cycles), but its gather writes 1-byte runs: 10 kernel
+    # rows x 40 output rows x 10 columns = 4,000 SRAM-side cycles, and 10 loads of 2 issue +
+    # 64 latency cycles: at least 4.66 us at 1000 MHz, half the conv's 11.2 us.
+    assert 11.2 > vpu_us >= (4000 + 10 * 66) / 1000
+    assert vpu_us > cpu_us + transfer_us
 
 
 def test_sixteen_channel_first_conv_stays_on_the_vpu(partition):

@@ -83,7 +83,14 @@ class VpuProgram:
     checkpoints: dict[str, Any] = field(default_factory=dict)
 
     def assembly(self) -> str:
-        return disassemble(self.program)
+        """The program's assembly, each layer's lowering (an im2col) noted under its .layer."""
+        notes = {layer["id"]: layer["tiling"].get("lowering") for layer in self.layers}
+        lines = []
+        for line in disassemble(self.program).splitlines():
+            lines.append(line)
+            if line.startswith(".layer ") and notes.get(int(line.split()[1])):
+                lines.append(f"# lowered as {notes[int(line.split()[1])]}")
+        return "\n".join(lines) + "\n"
 
 
 def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:

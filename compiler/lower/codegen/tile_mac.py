@@ -231,17 +231,20 @@ def vector_splits(shape: MacShape, hw) -> tuple[tuple[int, int], ...]:
     return VECTOR_SPLITS if depthwise and hw.vector_mac_per_cycle > 0 else VECTOR_SPLITS[:1]
 
 
-def plan_mac(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
-    shape = shape_of(op, ctx)
+def plan_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape | None = None, gather=None) -> OpPlan:
+    """The fastest tiling of `op`. With `gather` (tile_im2col.py), `op` and `shape` are a
+    1x1 conv over the gathered patches and `gather(ev, n, rows, tile, key)` fills each
+    input band in place of a band load; its channels are never split."""
+    shape = shape or shape_of(op, ctx)
     x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
-    key = _search_key(op, ctx, shape, x_dram, y_dram)
+    key = (*_search_key(op, ctx, shape, x_dram, y_dram), gather)
     choice = _CHOSEN.get(key)
     if choice is None:
-        choice = _search(op, ctx, shape, x_dram, y_dram)
+        choice = _search(op, ctx, shape, x_dram, y_dram, gather)
         if len(_CHOSEN) >= 4096:
             _CHOSEN.clear()
         _CHOSEN[key] = choice
-    plan, events = build_mac(op, ctx, shape, choice)
+    plan, events = build_mac(op, ctx, shape, choice, gather)
     return events.finish(plan)
 
 
@@ -262,18 +265,19 @@ def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -
     )  # fmt: skip
 
 
-def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -> Choice:
+def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gather=None) -> Choice:
     """The choice moving the fewest bytes within TRAFFIC_SLACK of the fastest that fits."""
     scored: list[tuple[int, int, Choice]] = []
     fastest = None
-    for group in _choices(shape, ctx):
+    groups = _choices(shape, ctx)
+    for group in groups[:1] if gather else groups:
         for choice in group:
             if choice.order == "chunks" and (choice.whole or not x_dram):
                 continue
             tiles = _tile_count(shape, choice)
             if working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, tiles).values())) > ctx.budget:
                 continue
-            plan, events = build_mac(op, ctx, shape, choice)
+            plan, events = build_mac(op, ctx, shape, choice, gather)
             if fastest is not None and _busy_bound(events) > fastest * (1 + TRAFFIC_SLACK):
                 continue  # outside the slack of the fastest so far however its events overlap
             cycles = events.estimate(Clock())
@@ -330,7 +334,7 @@ def _tiles(shape: MacShape, choice: Choice, parts: list[Chunk]):
     return [(n, b, j) for j in range(len(parts)) for n in range(shape.n) for b in band_list]
 
 
-def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice: Choice):
+def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice: Choice, gather=None):
     """The plan and events of one choice; the weight blob in the plan."""
     mode = ctx.target.numerics.requant
     x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
@@ -370,12 +374,12 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                 want = (n, i0, i1, c0, c1)
                 if want != current_in:
                     in_slot = ev.slot(bufs["in"])
-                    specs = transfer.band(
-                        Opcode.LOAD, x_view, n, (i0, i1), (c0, c1), Addr(bufs["in"].name, 0, in_slot)
-                    )
-                    ev.add(
-                        "load", specs, step - 1, writes=[(bufs["in"].name, in_slot)], tensors=[op.inputs[0]]
-                    )
+                    tile = Addr(bufs["in"].name, 0, in_slot)
+                    if gather is not None:
+                        gather(ev, n, (i0, i1), tile, step - 1)
+                    else:
+                        specs = transfer.band(Opcode.LOAD, x_view, n, (i0, i1), (c0, c1), tile)
+                        ev.add("load", specs, step - 1, writes=[(tile.base, in_slot)], tensors=[op.inputs[0]])
                     current_in = want
                 src, src_stride = Addr(bufs["in"].name, 0, in_slot), 0
                 reads.append((bufs["in"].name, in_slot))

@@ -1,0 +1,300 @@
+"""First-layer im2col: a conv with few input channels as a DMA gather of its patches and a
+1x1 conv over them (or of its kernel rows and a 1 x kw conv), when the estimate finds it
+faster than the conv itself.
+
+    conv(x, W[o, ky, kx, c])  =  conv1x1(patches(x), W'[o, 0, 0, k])
+
+On the array a conv streams its input channels through `mac_rows` rows once per kernel tap:
+a 1-channel conv fills 1 row of 16, a 3-channel one 3. Gathered, one output pixel's whole
+window (K = kh*kw*C bytes) is one reduction of ceil(K / mac_rows) blocks. The patch of
+output pixel (y, x) is K contiguous bytes of the scratchpad tile, ordered so that every
+DRAM run of the window lands contiguous:
+
+    NHWC input   k = (ky*kw + kx)*C + c   runs of kw*C bytes, one per (pixel, ky)
+    NCHW input   k = (c*kh + ky)*kw + kx  runs of kw bytes, one per (pixel, c, ky)
+
+W is packed in the same order, so the sum is the conv's (int32, exact). One load per (c, ky)
+moves the band's interior windows (planes: output rows, rows: output columns); an output
+column whose window crosses the left or right padding gets its own loads of the part that is
+inside (rows: kernel rows of equal reach, planes: output rows). Padding holds the input's
+zero point: a clip with clamp_min = clamp_max = zero point fills the tile first when the band
+has any. Only for an input in DRAM (the DMA reaches DRAM, not the scratchpad), no groups, no
+dilation. tile_mac.py tiles the 1x1 conv (bands, channel chunks, weights) as any other.
+
+The im2col of kernel rows (RowGather) gathers only the kh rows: tile pixel (y, x) holds input
+column x of them (kh*C bytes), and a 1 x kw conv with the conv's own horizontal stride and
+padding runs over it (ceil(kh*C / mac_rows) * kw blocks). Its loads move whole input rows
+(runs of C bytes, 1 for NCHW) and need no edge loads. plan_conv plans the conv and each
+im2col that applies and keeps the fastest by the estimate (docs/partition.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
+from vpuc.compiler.lower.codegen.tiling import Context, Events
+from vpuc.compiler.lower.codegen.transfer import _dma
+from vpuc.compiler.lower.errors import LowerError
+from vpuc.targets.isa.formats import Clip, Opcode
+
+# "estimate": the fastest of the conv and its im2cols; "patches" or "rows": that im2col
+# whenever it applies (tests of its arithmetic on every target and layout); "conv": never.
+CHOOSE = "estimate"
+
+
+@dataclass(frozen=True)
+class Gather:
+    """The patches of one conv's input view; called per input band by tile_mac.build_mac."""
+
+    view: View
+    source: str  # the input tensor's name (its ready time)
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: tuple[int, int, int, int]  # top, left, bottom, right
+    out: tuple[int, int]  # output rows, columns
+    zero_point: int
+
+    kind = "patches"
+
+    @property
+    def channels(self) -> int:
+        return self.view.shape[3]
+
+    @property
+    def patch_bytes(self) -> int:
+        return self.kernel[0] * self.kernel[1] * self.channels
+
+    @property
+    def unit(self) -> int:
+        """Bytes of one input column within a run: C (NHWC) or 1 (NCHW)."""
+        return 1 if self.view.nchw else self.channels
+
+    @property
+    def pitch(self) -> int:
+        """DRAM bytes from one input row to the next within a run's plane."""
+        return self.view.shape[2] * self.unit
+
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        """(pixels per tile row, bytes per pixel) of the tile the gather writes."""
+        return self.out[1], self.patch_bytes
+
+    def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
+        specs = self.specs(n, rows, tile)
+        writes = [(tile.base, tile.slot)]
+        if self.padded(rows):
+            count = (rows[1] - rows[0]) * self.tile_shape[0] * self.tile_shape[1]
+            zp = self.zero_point
+            fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
+            ev.add("vector", [fill], key - 0.25, writes=writes)
+        ev.add("load", specs, key, writes=writes, tensors=[self.source])
+
+    def padded(self, rows: tuple[int, int]) -> bool:
+        """Whether some window of output rows `rows` reads padding."""
+        (x0, x1), _ = self.columns()
+        inside = all(self.reach(ky, rows) == rows for ky in range(self.kernel[0]))
+        return not inside or x0 > 0 or x1 < self.out[1]
+
+    def reach(self, ky: int, rows: tuple[int, int]) -> tuple[int, int]:
+        """The output rows of `rows` whose kernel row ky reads an input row (may be empty)."""
+        height, sh, top = self.view.shape[1], self.strides[0], self.pads[0]
+        first = max(rows[0], -(-(top - ky) // sh))
+        last = min(rows[1], (height - 1 + top - ky) // sh + 1)
+        return (first, max(first, last))
+
+    def columns(self) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
+        """The output columns whose window is inside the input ([x0, x1)), and every other
+        output column as (x, kx0, kx1): the kernel columns inside (none: left out)."""
+        width, kw, sw, left = self.view.shape[2], self.kernel[1], self.strides[1], self.pads[1]
+        x0 = min(self.out[1], -(-left // sw))
+        x1 = max(x0, min(self.out[1], (width - kw + left) // sw + 1))
+        edges = []
+        for x in [*range(x0), *range(x1, self.out[1])]:
+            start = x * sw - left
+            kx0, kx1 = max(0, -start), min(kw, width - start)
+            if kx0 < kx1:
+                edges.append((x, kx0, kx1))
+        return (x0, x1), edges
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        (x0, x1), edges = self.columns()
+        found = []
+        for c in range(self.channels if self.view.nchw else 1):
+            for ky in range(self.kernel[0]):
+                y0, y1 = self.reach(ky, rows)
+                if y0 < y1 and x0 < x1:
+                    found.append(self._interior(n, c, ky, (y0, y1), (x0, x1), rows[0], tile))
+            for x, kx0, kx1 in edges:
+                for kys, (y0, y1) in self._reach_groups(rows):
+                    found.append(self._edge(n, c, kys, (y0, y1), (x, kx0, kx1), rows[0], tile))
+        return found
+
+    def _reach_groups(self, rows: tuple[int, int]):
+        """Consecutive kernel rows with the same non-empty reach, as ((ky0, ky1), reach)."""
+        groups: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        for ky in range(self.kernel[0]):
+            reach = self.reach(ky, rows)
+            if reach[0] >= reach[1]:
+                continue
+            if groups and groups[-1][1] == reach and groups[-1][0][1] == ky:
+                groups[-1] = ((groups[-1][0][0], ky + 1), reach)
+            else:
+                groups.append(((ky, ky + 1), reach))
+        return groups
+
+    def _dram(self, n: int, c: int, y: int, ky: int, x: int, kx: int) -> Addr:
+        """The DRAM byte of input row y*sh + ky - top, column x*sw + kx - left (channel c
+        for NCHW; channel 0 for NHWC)."""
+        view, (sh, sw) = self.view, self.strides
+        _, height, width, depth = view.shape
+        iy, ix = y * sh + ky - self.pads[0], x * sw + kx - self.pads[1]
+        if view.nchw:
+            return Addr(view.storage, view.offset + ((n * depth + c) * height + iy) * width + ix)
+        return Addr(view.storage, view.pixel_offset(n, iy, ix))
+
+    def _sram(self, tile: Addr, row0: int, c: int, y: int, ky: int, x: int, kx: int) -> Addr:
+        kh, kw = self.kernel
+        segment = (c * kh + ky) * kw if self.view.nchw else ky * kw * self.channels
+        return tile + ((y - row0) * self.out[1] + x) * self.patch_bytes + segment + kx * self.unit
+
+    def _interior(self, n, c, ky, ys, xs, row0, tile) -> Spec:
+        """Output rows ys x columns xs, kernel row ky: planes of rows of whole runs."""
+        (y0, y1), (x0, x1) = ys, xs
+        K, ow = self.patch_bytes, self.out[1]
+        return _dma(
+            Opcode.LOAD, self._dram(n, c, y0, ky, x0, 0), self._sram(tile, row0, c, y0, ky, x0, 0),
+            self.kernel[1] * self.unit, x1 - x0, self.strides[1] * self.unit, K,
+            planes=y1 - y0, dram_plane=self.strides[0] * self.pitch, sram_plane=ow * K,
+        )  # fmt: skip
+
+    def _edge(self, n, c, kys, ys, column, row0, tile) -> Spec:
+        """Output column x, rows ys, kernel rows kys: the kernel columns inside the input."""
+        (ky0, ky1), (y0, y1), (x, kx0, kx1) = kys, ys, column
+        segment = self.kernel[1] * self.unit  # SRAM bytes from one kernel row to the next
+        return _dma(
+            Opcode.LOAD, self._dram(n, c, y0, ky0, x, kx0), self._sram(tile, row0, c, y0, ky0, x, kx0),
+            (kx1 - kx0) * self.unit, ky1 - ky0, self.pitch, segment,
+            planes=y1 - y0, dram_plane=self.strides[0] * self.pitch,
+            sram_plane=self.out[1] * self.patch_bytes,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RowGather(Gather):
+    """The kernel rows only: tile pixel (y, x) holds input column x of the kh input rows
+    output row y reads, (ky, c) innermost (kh*C bytes); a 1 x kw conv over it (the conv
+    instruction pads left and right) is the conv. One load per kernel row (NHWC) or per
+    (c, ky) (NCHW): planes output rows, rows input columns of C bytes (NCHW: 1 byte)."""
+
+    kind = "rows"
+
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        return self.view.shape[2], self.kernel[0] * self.channels
+
+    def padded(self, rows: tuple[int, int]) -> bool:
+        return not all(self.reach(ky, rows) == rows for ky in range(self.kernel[0]))
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        view, kh, sh = self.view, self.kernel[0], self.strides[0]
+        _, height, width, depth = view.shape
+        pixel = kh * depth
+        found = []
+        for c in range(depth if view.nchw else 1):
+            for ky in range(kh):
+                y0, y1 = self.reach(ky, rows)
+                if y0 >= y1:
+                    continue
+                iy = y0 * sh + ky - self.pads[0]
+                if view.nchw:
+                    dram = Addr(view.storage, view.offset + ((n * depth + c) * height + iy) * width)
+                else:
+                    dram = Addr(view.storage, view.pixel_offset(n, iy))
+                sram = tile + (y0 - rows[0]) * width * pixel + ky * depth + c
+                planes = dict(planes=y1 - y0, dram_plane=sh * self.pitch, sram_plane=width * pixel)
+                found.append(_dma(Opcode.LOAD, dram, sram, self.unit, width, self.unit, pixel, **planes))
+        return found
+
+
+def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
+    """The conv's own tiling, or an im2col of it when the estimate finds that faster."""
+    try:
+        direct = tile_mac.plan_mac(op, ctx)
+    except LowerError:
+        direct = None
+    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx)) if g is not None]
+    if CHOOSE != "estimate":
+        gathers = [g for g in gathers if (g.kind == CHOOSE)]
+    candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
+    if CHOOSE != "estimate" and candidates:
+        return candidates[0]
+    if direct is None and not candidates:
+        return tile_mac.plan_mac(op, ctx)  # raises the conv's own reason
+    candidates = ([direct] if direct is not None else []) + candidates
+    return min(candidates, key=lambda plan: _cycles(plan, ctx))  # ties: the conv itself
+
+
+def _cycles(plan: OpPlan, ctx: Context) -> int:
+    return Events(ctx, plan.events).estimate(Clock())
+
+
+def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
+    """The 1x1 conv (patches) or 1 x kw conv (rows) over the gathered tile, tiled."""
+    shape = tile_mac.shape_of(op, ctx)
+    (_, kw), (_, sw), (_, left, _, right) = op.kernel, op.strides, op.padding
+    if isinstance(gather, RowGather):
+        kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
+        weights = op.weights.transpose(0, 2, 1, 3).reshape(op.out_channels, 1, kw, -1)
+        label = f"im2col of kernel rows ({gather.tile_shape[1]} channels, 1x{kw} kernel)"
+    else:
+        kernel, strides, pads = (1, 1), (1, 1), (0, 0, 0, 0)
+        weights = op.weights.transpose(0, 3, 1, 2) if gather.view.nchw else op.weights
+        weights = weights.reshape(op.out_channels, 1, 1, -1)
+        label = f"im2col (K {gather.patch_bytes})"
+    flat = replace(shape, h=shape.oh, w=gather.tile_shape[0], cin=gather.tile_shape[1])
+    flat = replace(flat, kernel=kernel, strides=strides, pads=pads)
+    one = replace(op, weights=np.ascontiguousarray(weights), strides=strides, padding=pads)
+    try:
+        plan = tile_mac.plan_mac(one, ctx, flat, gather)
+    except LowerError:
+        return None
+    plan.op = op
+    plan.choice = {"lowering": label, **plan.choice}
+    return plan
+
+
+def gather_of(op, ctx: Context, check_rows: bool = True) -> Gather | None:
+    """The gather of `op`'s patches when im2col applies (see the module's docstring) and
+    fills the array's rows better than the conv does; else None."""
+    if not isinstance(op, vops.Conv) or op.groups != 1 or tuple(op.dilation) != (1, 1):
+        return None
+    if not ctx.in_dram(op.inputs[0]):
+        return None
+    view, rows = ctx.view(op.inputs[0]), ctx.hw.mac_rows
+    (kh, kw), channels = op.kernel, view.shape[3]
+    if not view.nchw and view.pixel_stride != channels:
+        return None
+    patch = kh * kw * channels
+    if check_rows and (patch > 0xFFFF or -(-patch // rows) >= kh * kw * -(-channels // rows)):
+        return None
+    _, oh, ow, _ = ctx.view(op.output).shape
+    zero_point = op.in_q[0].zero_point
+    return Gather(view, op.inputs[0], (kh, kw), tuple(op.strides), tuple(op.padding), (oh, ow), zero_point)
+
+
+def rows_of(op, ctx: Context) -> RowGather | None:
+    """The gather of `op`'s kernel rows when it applies (as gather_of) and kh*C fills the
+    array's rows better than C does; else None."""
+    found = gather_of(op, ctx, check_rows=False)
+    if found is None:
+        return None
+    rows, kh, channels = ctx.hw.mac_rows, found.kernel[0], found.channels
+    if kh == 1 or kh * channels > 0xFFFF or -(-kh * channels // rows) >= kh * -(-channels // rows):
+        return None
+    return RowGather(**{f.name: getattr(found, f.name) for f in fields(Gather)})
