@@ -124,8 +124,9 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
         else:
             _after_the_layer_before_last(plans, plan, {b.name for b in early})
             later = []
-            best, _ = estimate_cycles(plans, placement, target, plan.index, snapshots[plan.index].copy(), later)
-            snapshots[plan.index:] = later
+            start = plan.index
+            best, _ = estimate_cycles(plans, placement, target, start, snapshots[start].copy(), later)
+            snapshots[start:] = later
         for b in early:  # not moved: live from the layer before (its load waits on nothing there)
             b.first = max(b.first, plan.index - 1) if chosen is None else chosen[0]
 
