@@ -17,7 +17,10 @@ from vpuc.runtime.artifact import ArtifactError
 
 
 def this_machine() -> tuple[str, str, set[str]]:
-    """(LLVM triple, LLVM CPU name, enabled CPU features) of the machine running us."""
+    """(LLVM triple, LLVM CPU name, enabled CPU features) of the machine running us. TVM's
+    LLVM functions are registered when tvm is imported: an artifact with host code loads
+    TVM anyway, and `vpuc run` imports it only for such an artifact."""
+    import tvm  # noqa: F401
     triple = str(tvm_ffi.get_global_func("tvm.codegen.llvm.GetProcessTriple")())
     cpu = str(tvm_ffi.get_global_func("tvm.codegen.llvm.GetHostCPUName")())
     features = tvm_ffi.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")()
