@@ -139,6 +139,9 @@ def end_to_end(stats: RunStats, target: Target, report: dict[str, Any]) -> dict[
     known = all("host_cycles_modelled" in op for op in host)  # older artifacts lack it
     # every row's host part: a CPU node's, and the Q or DQ a VPU node left on the host
     host_cycles = sum(int(op.get("host_cycles_modelled", 0)) for op in ops) if known else None
+    if known:  # an NCHW input's transpose the host does for a program (compiler/lower/reader/edges.py)
+        programs = ((report or {}).get("vpu") or {}).get("subgraphs", [])
+        host_cycles += sum(int(p.get("input_transpose_host_cycles", 0)) for p in programs)
     host_us = host_cycles / host_clock if known else None
     return {
         "vpu_us": round(vpu_us, 3),
