@@ -102,14 +102,14 @@ def cheaper_edge(host_transposes, vpu_transposes, target):
     added_s = added_cycles / (target.hardware.clock_mhz * 1e6)
     host = target.host
     host_cycles = sum(
-        host.op_overhead_cycles + 8 * math.prod(b.shape) / host.bytes_per_cycle
+        host.op_overhead_cycles + math.ceil(8 * math.prod(b.shape) / host.bytes_per_cycle)
         for b in vpu_transposes.inputs
         if b.layout == "NCHW"
-    )
+    )  # as the partition's host cost of an op (compiler/partition/cost.py)
     chosen = vpu_transposes if added_s < host.seconds(host_cycles) else host_transposes
     chosen.estimate["input_transpose"] = "by the VPU's DMA" if chosen is vpu_transposes else "on the host"
     # the host's part of the end-to-end latency (runtime/stats.py end_to_end): never hidden
-    chosen.estimate["input_transpose_host_cycles"] = 0 if chosen is vpu_transposes else round(host_cycles)
+    chosen.estimate["input_transpose_host_cycles"] = 0 if chosen is vpu_transposes else host_cycles
     return chosen
 
 
