@@ -5,11 +5,10 @@ multiply-accumulate or the conv is not depthwise."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
+from tests.sim.test_sim_timing_terms import cycles, with_figures
 from vpuc.sim import Conv, End, Opcode, SimError, Simulator
 from vpuc.sim import reference as ref
 from vpuc.targets import load_target
@@ -60,17 +59,6 @@ def test_vconv_accumulates(vpu, scratchpad):
     op = vconv(src=src, weights=wts, dst=dst, in_h=4, in_w=4, in_c=8, out_c=8, groups=8, src_zp=-1, accumulate=1)
     result = scratchpad.run(vpu, [op])
     np.testing.assert_array_equal(scratchpad.read(result, dst, (4, 4, 8), np.int32), expected)
-
-
-def with_figures(**figures):
-    """`vpu` with no issue cost and no scratchpad limit, then `figures`."""
-    vpu = load_target("vpu")
-    base = {"issue_cycles": 0, "sram_bytes_per_cycle": 0, **figures}
-    return dataclasses.replace(vpu, hardware=dataclasses.replace(vpu.hardware, **base))
-
-
-def cycles(target, *instructions) -> int:
-    return Simulator(target).run([*instructions, End()]).stats.total_cycles
 
 
 # 8x8x40, 3x3, padding 1: 64 output pixels x 9 taps, each two 32-lane vectors of channels
