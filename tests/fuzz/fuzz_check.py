@@ -143,7 +143,10 @@ _GRID_KEEPING = {
 # requantised tensor 1 LSB off (0.021) was held to the float tolerance: the harness's fault
 # in case vpu-plus-59ea3372b4, bn_fold's float order again. Min and Max keep the largest
 # bound of their tensor inputs (a constant input adds none): case vpu-plus-bd39fe99ca,
-# a Min(x, constant) of a tensor bn_fold moved 1 LSB (0.0167), held to the float tolerance.)
+# a Min(x, constant) of a tensor bn_fold moved 1 LSB (0.0167), held to the float tolerance.
+# A float Add or Sub is off by at most the sum of its tensor inputs' bounds, a float
+# HardSigmoid by alpha times its input's: case vpu-plus-d4e7f78777, Sub(HardSigmoid(x), c) of
+# a tensor bn_fold moved 1 LSB, held to the float tolerance.)
 
 
 def output_lsbs(model: onnx.ModelProto) -> dict[str, float | None]:
@@ -167,6 +170,13 @@ def output_lsbs(model: onnx.ModelProto) -> dict[str, float | None]:
         if node.op_type in ("Min", "Max"):  # |min(a, c) - min(b, c)| <= |a - b|; a constant moves nothing
             found = [lsb(t) for t in node.input if t not in constants]
             return None if not found or None in found else max(found)
+        if node.op_type == "HardSigmoid":  # slope alpha: |f(a) - f(b)| <= |alpha| |a - b|
+            alpha = next((a.f for a in node.attribute if a.name == "alpha"), 0.2)
+            found = lsb(node.input[0])
+            return None if found is None else abs(alpha) * found
+        if node.op_type in ("Add", "Sub"):  # |(a + b) - (a' + b')| <= |a - a'| + |b - b'|
+            found = [lsb(t) for t in node.input if t not in constants]
+            return None if not found or None in found else sum(found)
         return None
 
     return {o.name: lsb(o.name) for o in model.graph.output}
