@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import onnx
 import pytest
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
+from tests.e2e.ort_qdq import quantize_qdq
 from vpuc.compiler import compile_model
 from vpuc.compiler.lower.codegen import tile_im2col
 from vpuc.examples.graph_builder import GraphBuilder
 
 TARGETS = ("vpu", "vpu-plus", "u55-256")
-
-
-class _Reader(CalibrationDataReader):
-    def __init__(self, shape, count: int = 8) -> None:
-        rng = np.random.default_rng(1)
-        self.batches = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(count)])
-
-    def get_next(self):
-        return next(self.batches, None)
 
 
 def _first_conv_model(channels: int, nhwc: bool) -> tuple[onnx.ModelProto, list[int]]:
@@ -48,16 +38,6 @@ def _first_conv_model(channels: int, nhwc: bool) -> tuple[onnx.ModelProto, list[
     return b.model({"x": shape}, {y: [1, 4]}), shape
 
 
-def _qdq(model: onnx.ModelProto, shape, tmp_path):
-    float_path, qdq_path = tmp_path / "m.onnx", tmp_path / "m.qdq.onnx"
-    onnx.save(model, float_path)
-    quantize_static(
-        str(float_path), str(qdq_path), _Reader(shape), quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
-    )  # fmt: skip
-    return qdq_path
-
-
 LABELS = {
     "patches": lambda channels: f"im2col (K {channels * 40})",
     "rows": lambda channels: f"im2col of kernel rows ({channels * 10} channels, 1x4 kernel)",
@@ -75,7 +55,7 @@ def test_a_few_channel_first_conv_runs_as_im2col_and_matches_onnxruntime(
     itself), so that both gathers are checked on every target and layout."""
     monkeypatch.setattr(tile_im2col, "CHOOSE", mode)
     model, shape = _first_conv_model(channels, nhwc)
-    qdq_path = _qdq(model, shape, tmp_path)
+    _, qdq_path = quantize_qdq(model, tmp_path, shape)
     artifact = compile_model(qdq_path, target=target, profitability=False)
     ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
     assert ops["stem"]["device"] == "vpu", ops["stem"]["reason"]
@@ -93,7 +73,7 @@ def test_the_planner_takes_im2col_for_a_one_channel_10x4_conv_and_the_assembly_s
     """On vpu the 1-channel 10x4 conv fills 1 of 16 array rows a tap; an im2col is faster by
     the estimate, so it is chosen without being asked, and `--emit-asm` notes it."""
     model, shape = _first_conv_model(1, nhwc=True)
-    qdq_path = _qdq(model, shape, tmp_path)
+    _, qdq_path = quantize_qdq(model, tmp_path, shape)
     artifact, folder = tmp_path / "m.vpub", tmp_path / "asm"
     compiled = vpuc("compile", qdq_path, "--target", "vpu", "-o", artifact, "--emit-asm", folder)
     assert compiled.returncode == 0, compiled.stderr

@@ -7,22 +7,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import onnx
 import pytest
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
+from tests.e2e.ort_qdq import quantize_qdq
 from vpuc.compiler import compile_model
 from vpuc.examples.graph_builder import GraphBuilder
-
-
-class _Reader(CalibrationDataReader):
-    def __init__(self, shape, count: int = 8) -> None:
-        rng = np.random.default_rng(2)
-        self.batches = iter([{"x": 2 * rng.standard_normal(shape).astype(np.float32)} for _ in range(count)])
-
-    def get_next(self):
-        return next(self.batches, None)
 
 
 def _softmax_head(classes: int, conv_head: bool) -> onnx.ModelProto:
@@ -42,13 +32,7 @@ def _softmax_head(classes: int, conv_head: bool) -> onnx.ModelProto:
 
 def _qdq(model: onnx.ModelProto, tmp_path):
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    float_path, qdq_path = tmp_path / "m.onnx", tmp_path / "m.qdq.onnx"
-    onnx.save(model, float_path)
-    quantize_static(
-        str(float_path), str(qdq_path), _Reader(shape), quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
-    )  # fmt: skip
-    return qdq_path
+    return quantize_qdq(model, tmp_path, shape, seed=2, scale=2.0)[1]
 
 
 @pytest.mark.parametrize("target,classes", [("vpu", 10), ("vpu-plus", 12), ("u55-256", 10)])

@@ -11,32 +11,13 @@ import json
 import numpy as np
 import onnx
 import pytest
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
+from tests.e2e.ort_qdq import quantize_qdq
 from vpuc.compiler import compile_model
 from vpuc.compiler.lower.codegen import tile_im2col
 from vpuc.examples.graph_builder import GraphBuilder
 
 TARGETS = ("vpu", "vpu-plus", "u55-256")
-
-
-class _Reader(CalibrationDataReader):
-    def __init__(self, name: str, shape, count: int = 8) -> None:
-        rng = np.random.default_rng(1)
-        self.batches = iter([{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(count)])
-
-    def get_next(self):
-        return next(self.batches, None)
-
-
-def _qdq(model: onnx.ModelProto, tmp_path, shape) -> tuple:
-    float_path, qdq_path = tmp_path / "m.onnx", tmp_path / "m.qdq.onnx"
-    onnx.save(model, float_path)
-    quantize_static(
-        str(float_path), str(qdq_path), _Reader("x", shape), quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
-    )  # fmt: skip
-    return float_path, qdq_path
 
 
 def _squeeze_head_cnn() -> onnx.ModelProto:
@@ -90,7 +71,7 @@ def _run_check(vpuc, artifact, reference) -> dict:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_squeeze_between_pool_and_fc_stays_inside_one_vpu_subgraph(vpuc, tmp_path, target):
-    float_path, qdq_path = _qdq(_squeeze_head_cnn(), tmp_path, [1, 12, 12, 3])
+    float_path, qdq_path = quantize_qdq(_squeeze_head_cnn(), tmp_path, [1, 12, 12, 3])
     artifact = compile_model(qdq_path, target=target, profitability=False)
     ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
     assert ops["squeeze"]["device"] == "vpu", ops["squeeze"]["reason"]
@@ -108,7 +89,7 @@ def test_a_subgraph_of_views_alone_stays_on_the_host(tmp_path):
     x = b.op("Reshape", ["x", shape], "reshape_in")
     y = b.op("Relu", [b.conv(x, "conv_big", 1, 4, kernel=9)], "relu")
     model = b.model({"x": [1, 256]}, {y: [1, 4, 16, 16]})
-    _, qdq_path = _qdq(model, tmp_path, [1, 256])
+    _, qdq_path = quantize_qdq(model, tmp_path, [1, 256])
     for target in TARGETS:
         artifact = compile_model(qdq_path, target=target, profitability=False, reference=False)
         ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
@@ -126,7 +107,7 @@ def test_an_int8_nchw_input_enters_the_vpu_as_int8(vpuc, tmp_path, monkeypatch, 
     The first conv as a conv: with its im2col (3 channels, the default) the NHWC program is
     faster by more than the host's transpose costs on vpu and vpu-plus, so the host does it."""
     monkeypatch.setattr(tile_im2col, "CHOOSE", "conv")
-    _, qdq_path = _qdq(_nchw_cnn(), tmp_path, [1, 3, 12, 12])
+    _, qdq_path = quantize_qdq(_nchw_cnn(), tmp_path, [1, 3, 12, 12])
     model = _int8_input(qdq_path, tmp_path / "m.int8in.onnx")
     artifact = compile_model(model, target=target, profitability=False)
     ops = artifact.report["partition"]["ops"]
