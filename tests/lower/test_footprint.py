@@ -7,12 +7,11 @@ in generation order, one instruction after another."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.sim.conftest import serialised
 from vpuc.compiler.lower.codegen.sync import synchronise
 from vpuc.sim import Add, Clip, Conv, Dma, End, MaxPool, Opcode, Simulator
 from vpuc.targets import load_target
@@ -107,19 +106,6 @@ def _run(program, image):
     return result.sram.copy(), result.dram.copy()
 
 
-def _in_order(instructions):
-    """Generation order, each instruction waiting for the one before it on another unit (a
-    token per change of unit): no footprint involved."""
-    out = list(instructions)
-    for pc in range(1, len(out)):
-        before, this = out[pc - 1].unit, out[pc].unit
-        if before != this:
-            token = 1 << (3 * before + this)
-            out[pc - 1] = dataclasses.replace(out[pc - 1], signal=out[pc - 1].signal | token)
-            out[pc] = dataclasses.replace(out[pc], wait=token)
-    return out
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_instruction(), min_size=2, max_size=12), st.data())
 def test_sync_and_race_check_agree_on_random_programs(instructions, data):
@@ -128,6 +114,6 @@ def test_sync_and_race_check_agree_on_random_programs(instructions, data):
     reordered = synchronise(instructions, [float(k) for k in keys], "float32")
     # no race (Simulator raises SimError), and the bytes of the generation order
     got_sram, got_dram = _run(reordered, image)
-    want_sram, want_dram = _run(_in_order(instructions), image)
+    want_sram, want_dram = _run(serialised(instructions), image)
     np.testing.assert_array_equal(got_sram, want_sram)
     np.testing.assert_array_equal(got_dram, want_dram)
