@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from test_whole_models import TARGETS, _int8_input, _qdq, _run_check
+from test_whole_models import TARGETS, _int8_input, _run_check
 
+from tests.e2e.ort_qdq import quantize_qdq
 from vpuc.compiler import compile_model
 from vpuc.compiler.lower.codegen import tile_im2col
 from vpuc.examples.graph_builder import GraphBuilder
@@ -63,7 +64,7 @@ def _int8_nhwc_input(qdq_path, out_path):
 def test_a_kws_first_conv_and_its_pool_run_on_the_vpu_decomposed(vpuc, tmp_path, monkeypatch, target, nchw):
     monkeypatch.setattr(tile_im2col, "CHOOSE", "conv")  # the sub-kernels, not an im2col
     shape = [1, 1, 49, 10] if nchw else [1, 49, 10, 1]
-    _, qdq_path = _qdq(_kws_like(nchw), tmp_path, shape)
+    _, qdq_path = quantize_qdq(_kws_like(nchw), tmp_path, shape)
     convert = _int8_input if nchw else _int8_nhwc_input
     model = convert(qdq_path, tmp_path / "m.int8in.onnx")
     artifact = compile_model(model, target=target, profitability=False)
@@ -111,7 +112,7 @@ def _one_conv(kernel, pads) -> onnx.ModelProto:
     ],
 )
 def test_a_conv_no_decomposition_covers_stays_on_the_host_with_the_reason(tmp_path, kernel, pads, why):
-    _, qdq_path = _qdq(_one_conv(kernel, pads), tmp_path, [1, 2, 20, 20])
+    _, qdq_path = quantize_qdq(_one_conv(kernel, pads), tmp_path, [1, 2, 20, 20])
     artifact = compile_model(qdq_path, target="vpu", profitability=False, reference=False)
     ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
     assert ops["conv"]["device"] == "cpu"
@@ -134,7 +135,7 @@ def _pool_net(pads, count_include_pad: int) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("target", ["vpu-plus", "u55-256"])
 def test_an_average_pool_past_the_window_limit_is_a_depthwise_conv(vpuc, tmp_path, target):
-    _, qdq_path = _qdq(_pool_net([2, 0, 2, 0], 1), tmp_path, [1, 2, 20, 6])
+    _, qdq_path = quantize_qdq(_pool_net([2, 0, 2, 0], 1), tmp_path, [1, 2, 20, 6])
     artifact = compile_model(qdq_path, target=target, profitability=False)
     ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
     assert ops["pool"]["device"] == "vpu", ops["pool"]["reason"]
@@ -144,7 +145,7 @@ def test_an_average_pool_past_the_window_limit_is_a_depthwise_conv(vpuc, tmp_pat
 
 
 def test_an_average_pool_whose_padded_windows_divide_by_fewer_stays_on_the_host(tmp_path):
-    _, qdq_path = _qdq(_pool_net([2, 0, 2, 0], 0), tmp_path, [1, 2, 20, 6])
+    _, qdq_path = quantize_qdq(_pool_net([2, 0, 2, 0], 0), tmp_path, [1, 2, 20, 6])
     artifact = compile_model(qdq_path, target="vpu-plus", profitability=False, reference=False)
     ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
     assert ops["pool"]["device"] == "cpu"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import onnx
 import pytest
-from test_whole_models import TARGETS, _qdq, _run_check
+from test_whole_models import TARGETS, _run_check
 
+from tests.e2e.ort_qdq import quantize_qdq
 from vpuc.compiler import compile_model
 from vpuc.examples.graph_builder import GraphBuilder
 from vpuc.targets import load_target
@@ -32,7 +33,7 @@ def _depthwise_net() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_depthwise_convs_on_both_units_match_the_qdq_reference(vpuc, tmp_path, target):
-    _, qdq_path = _qdq(_depthwise_net(), tmp_path, [1, 3, 20, 20])
+    _, qdq_path = quantize_qdq(_depthwise_net(), tmp_path, [1, 3, 20, 20])
     artifact = compile_model(qdq_path, target=target, profitability=False)
     ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
     assert all(ops[n]["device"] == "vpu" for n in ("dw1", "dw2", "dw3")), ops
