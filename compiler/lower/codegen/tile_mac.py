@@ -500,7 +500,7 @@ def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, s
                  x_dram: bool, x_view: View) -> dict:  # fmt: skip
     """The geometry fields of one conv instruction: kernel rows pieces[p] over output `rows`
     of input channels `cin`, reading from `src` (the tile's first input row i0)."""
-    (kh, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
+    (_, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
     (k0, k1), (c0, c1) = pieces[p].rows, cin
     p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
     if x_dram:
@@ -513,7 +513,7 @@ def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, s
         in_w=shape.w,
         in_c=c1 - c0,
         out_c=chunk.out[1] - chunk.out[0],
-        kernel_h=k1 - k0 if len(pieces) > 1 else kh,
+        kernel_h=k1 - k0,
         kernel_w=kw,
         stride_h=sh,
         stride_w=sw,
@@ -542,7 +542,7 @@ def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkern
             block = weights[o0:o1] if shape.groups > 1 else weights[o0:o1, :, :, c0:c1]
             piece_at, data = [], b""
             for piece in subkernels:
-                rows = block if len(subkernels) == 1 else block[:, piece.rows[0] : piece.rows[1]]
+                rows = block[:, piece.rows[0] : piece.rows[1]]  # one piece may be fewer rows than the kernel
                 piece_at.append(len(data))
                 data += np.ascontiguousarray(rows, dtype=np.int8).tobytes()
             w_bytes, total = _block_bytes(shape, chunk, (c0, c1), last, mode)
