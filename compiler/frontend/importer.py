@@ -2,11 +2,13 @@
 
 import_model runs the whole frontend (load, shapes, fold, support, import) and returns the
 Relax module with the prepared ONNX model beside it: later stages (reports, the partition
-report's per-node rows, `--check`) need both.
+report's per-node rows, `--check`) need both. The Relax import itself is memoised within the
+process (the same prepared model and input specs import once; each caller gets a copy).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -93,16 +95,31 @@ def import_model(
     return imported
 
 
+# The Relax import of a prepared ONNX model within one process, by its bytes and input specs:
+# a repeated compile (the regression runner, the sweep) imports the model once. Each caller
+# gets its own module (IRModule.clone: a new function table, the same immutable functions),
+# so a caller that sets a function in its module leaves the memo's alone.
+_IMPORTED: dict[tuple, tuple[tvm.IRModule, dict[str, str]]] = {}
+_MAX_IMPORTED = 16
+
+
 def _relax_import(
     model: onnx.ModelProto, name: str, inputs: list[TensorSpec]
 ) -> tuple[tvm.IRModule, dict[str, str]]:
     shape_dict = {spec.name: list(spec.shape) for spec in inputs}
     dtype_dict = {spec.name: spec.dtype for spec in inputs}
-    try:
-        mod, var_to_node = compat.relax_from_onnx(model, shape_dict, dtype_dict)
-    except Exception as exc:  # the importer raises anything from ValueError to TVMError
-        raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {last_line(exc)}") from None
-    return mod, var_to_node
+    digest = hashlib.sha256(model.SerializeToString(deterministic=True)).digest()
+    key = (digest, tuple((k, tuple(v)) for k, v in shape_dict.items()), tuple(dtype_dict.items()))
+    if key not in _IMPORTED:
+        try:
+            imported = compat.relax_from_onnx(model, shape_dict, dtype_dict)
+        except Exception as exc:  # the importer raises anything from ValueError to TVMError
+            raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {last_line(exc)}") from None
+        if len(_IMPORTED) >= _MAX_IMPORTED:
+            _IMPORTED.clear()
+        _IMPORTED[key] = imported
+    mod, var_to_node = _IMPORTED[key]
+    return mod.clone(), dict(var_to_node)
 
 
 def _failing_op(exc: Exception) -> str:
