@@ -57,6 +57,9 @@ class ImportedModel:
     decomposed_nodes: list[tuple[str, str]] = field(default_factory=list)
     # --bind-input: the value each bound input became (the artifact keeps it for --check)
     bound_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    # what the Relax import was keyed by (the prepared model's bytes, the input specs): it
+    # fixes the module and every name in it (pipeline.py memoises the passes' result by it)
+    relax_key: tuple | None = None
 
 
 def import_model(
@@ -88,10 +91,11 @@ def import_model(
         for spec in tensor_specs(model, graph_inputs(model), name)
     ]
     outputs = tensor_specs(model, list(model.graph.output), name)
-    mod, var_to_node = _relax_import(model, name, inputs)
+    mod, var_to_node, key = _relax_import(model, name, inputs)
     imported = ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
     imported.decomposed_nodes = decomposed
     imported.bound_inputs = bound
+    imported.relax_key = key
     return imported
 
 
@@ -105,7 +109,7 @@ _MAX_IMPORTED = 16
 
 def _relax_import(
     model: onnx.ModelProto, name: str, inputs: list[TensorSpec]
-) -> tuple[tvm.IRModule, dict[str, str]]:
+) -> tuple[tvm.IRModule, dict[str, str], tuple]:
     shape_dict = {spec.name: list(spec.shape) for spec in inputs}
     dtype_dict = {spec.name: spec.dtype for spec in inputs}
     digest = hashlib.sha256(model.SerializeToString(deterministic=True)).digest()
@@ -119,7 +123,7 @@ def _relax_import(
             _IMPORTED.clear()
         _IMPORTED[key] = imported
     mod, var_to_node = _IMPORTED[key]
-    return mod.clone(), dict(var_to_node)
+    return mod.clone(), dict(var_to_node), key
 
 
 def _failing_op(exc: Exception) -> str:

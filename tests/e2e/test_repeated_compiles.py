@@ -1,13 +1,14 @@
 """Repeated compiles in one process (the regression runner, the sweep) reuse the Relax
-import, the host build, the lowered programs, the QDQ accuracy measurement and the planner's
-choices: the artifact must be the one a cold process makes, and another model must not get
-the first one's results."""
+import, the graph passes' result, the host build, the lowered programs, the QDQ accuracy
+measurement and the planner's choices: the artifact must be the one a cold process makes,
+and another model must not get the first one's results."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from vpuc.compiler import pipeline
 from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
 from vpuc.compiler.frontend import importer
 from vpuc.compiler.host import build
@@ -36,7 +37,7 @@ def _without_times(summary):
 
 def _empty_caches(monkeypatch) -> None:
     memos = ((build, "_BUILT"), (reference, "_MEASURED"), (tile_mac, "_CHOSEN"))
-    for module, name in (*memos, (memo, "_LOWERED"), (importer, "_IMPORTED")):
+    for module, name in (*memos, (memo, "_LOWERED"), (importer, "_IMPORTED"), (pipeline, "_OPTIMIZED")):
         monkeypatch.setattr(module, name, {})
 
 
@@ -68,8 +69,9 @@ def _members(model: Path) -> dict[str, bytes]:
 
 
 def test_a_second_compile_lowers_and_imports_nothing(monkeypatch):
-    """The second compile of a model takes its programs from the lowering memo and its
-    Relax module from the import memo; the artifact is byte for byte a cold compile's."""
+    """The second compile of a model takes its programs from the lowering memo, its Relax
+    module from the import memo and its optimised module from the pipeline's memo; the
+    artifact is byte for byte a cold compile's."""
     _empty_caches(monkeypatch)
     calls = []
     real_lower, real_import = emit.lower_subgraph, importer.compat.relax_from_onnx
@@ -77,14 +79,16 @@ def test_a_second_compile_lowers_and_imports_nothing(monkeypatch):
     monkeypatch.setattr(
         importer.compat, "relax_from_onnx", lambda *a: calls.append("import") or real_import(*a)
     )
+    real_passes = pipeline.optimize
+    monkeypatch.setattr(pipeline, "optimize", lambda *a: calls.append("passes") or real_passes(*a))
     first = _members(DSCNN)
-    assert "lower" in calls and calls.count("import") == 1
+    assert "lower" in calls and calls.count("import") == calls.count("passes") == 1
     calls.clear()
     again = _members(DSCNN)
     assert calls == []
     _empty_caches(monkeypatch)
     cold = _members(DSCNN)
-    assert calls.count("import") == 1 and "lower" in calls
+    assert calls.count("import") == calls.count("passes") == 1 and "lower" in calls
     assert again.keys() == cold.keys() == first.keys()
     for name in cold:
         assert again[name] == cold[name] == first[name], name
