@@ -251,7 +251,7 @@ def optimize_imported(
 # equality: a caller may have changed the module since), the options, the steps that run
 # (a patched PIPELINE is other steps) and dump_after. Each caller gets its own copy.
 _OPTIMIZED: dict[tuple, tuple[tvm.IRModule, OptimizeResult]] = {}
-_MAX_OPTIMIZED = 16
+_MAX_OPTIMIZED = 8  # each holds an optimised module, its weights included
 
 
 def _memo_key(imported: ImportedModel, options, dump_after, selection: PassSelection) -> tuple | None:

@@ -102,9 +102,11 @@ def import_model(
 # The Relax import of a prepared ONNX model within one process, by its bytes and input specs:
 # a repeated compile (the regression runner, the sweep) imports the model once. Each caller
 # gets its own module (IRModule.clone: a new function table, the same immutable functions),
-# so a caller that sets a function in its module leaves the memo's alone.
+# so a caller that sets a function in its module leaves the memo's alone. It holds a few
+# models' weights at most: emptied when it reaches _MAX_IMPORTED models or _MAX_IMPORTED_BYTES.
 _IMPORTED: dict[tuple, tuple[tvm.IRModule, dict[str, str]]] = {}
-_MAX_IMPORTED = 16
+_MAX_IMPORTED = 8
+_MAX_IMPORTED_BYTES = 256 << 20
 
 
 def _relax_import(
@@ -112,14 +114,15 @@ def _relax_import(
 ) -> tuple[tvm.IRModule, dict[str, str], tuple]:
     shape_dict = {spec.name: list(spec.shape) for spec in inputs}
     dtype_dict = {spec.name: spec.dtype for spec in inputs}
-    digest = hashlib.sha256(model.SerializeToString(deterministic=True)).digest()
-    key = (digest, tuple((k, tuple(v)) for k, v in shape_dict.items()), tuple(dtype_dict.items()))
+    data = model.SerializeToString(deterministic=True)
+    specs = (tuple((k, tuple(v)) for k, v in shape_dict.items()), tuple(dtype_dict.items()))
+    key = (hashlib.sha256(data).digest(), len(data), *specs)
     if key not in _IMPORTED:
         try:
             imported = compat.relax_from_onnx(model, shape_dict, dtype_dict)
         except Exception as exc:  # the importer raises anything from ValueError to TVMError
             raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {last_line(exc)}") from None
-        if len(_IMPORTED) >= _MAX_IMPORTED:
+        if len(_IMPORTED) >= _MAX_IMPORTED or sum(k[1] for k in _IMPORTED) + len(data) > _MAX_IMPORTED_BYTES:
             _IMPORTED.clear()
         _IMPORTED[key] = imported
     mod, var_to_node = _IMPORTED[key]

@@ -58,7 +58,8 @@ FIXED = {
 }
 
 _LOWERED: dict[bytes, VpuProgram | LowerError] = {}
-_MAX_ENTRIES = 512
+_MAX_ENTRIES = 256  # emptied when full, or when the weight blobs held pass _MAX_BLOB_BYTES
+_MAX_BLOB_BYTES = 256 << 20
 
 
 def lower(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
@@ -70,7 +71,8 @@ def lower(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
             found = emit.lower_subgraph(subgraph, target)
         except LowerError as exc:
             found = exc
-        if len(_LOWERED) >= _MAX_ENTRIES:
+        held = sum(len(p.blob) for p in _LOWERED.values() if isinstance(p, VpuProgram))
+        if len(_LOWERED) >= _MAX_ENTRIES or held > _MAX_BLOB_BYTES:
             _LOWERED.clear()
         _LOWERED[key] = found
     if isinstance(found, LowerError):
