@@ -10,7 +10,8 @@ names), the provenance of every binding ({var name: [ONNX nodes]}, what the part
 takes), the layout decision and each pass's wall time. `optimize_imported` first gives
 every binding of the frontend's module its ONNX node (passes/provenance.py), so the audit
 speaks ONNX names; `optimize` on a module without provenance speaks Relax var names
-("(unnamed)").
+("(unnamed)"). `optimize_imported` is memoised within a process (_OPTIMIZED, below): the
+same imported model with the same options and passes runs no pass the second time.
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def optimize_imported(
     if key is not None:
         if len(_OPTIMIZED) >= _MAX_OPTIMIZED:
             _OPTIMIZED.clear()
-        _OPTIMIZED[key] = (imported.mod, _copy(result, result.timings))
+        _OPTIMIZED[key] = (imported.mod.clone(), _copy(result, result.timings))
     return result
 
 
