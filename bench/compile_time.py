@@ -21,7 +21,9 @@ in issue 23 (CLI wall 0.77-0.93 s, compile proper 0.2-0.4 s; the upper ends are 
 `--in-process N` also times N repeated compiles of each QDQ model in one process, after one
 warm-up compile each (what a script calling compile_model, or the sweep, pays per compile).
 `--profile` runs cProfile on the slowest model (in-process, after the imports) and records
-the top functions by cumulative time. Writes bench/out/compile_time.json.
+the top functions by cumulative time. Writes bench/out/compile_time.json, with
+`bytecode_cached`: whether the compile's imports found Python's bytecode cache (run with
+PYTHONDONTWRITEBYTECODE unset, or every fresh process compiles vpuc's sources again).
 """
 
 from __future__ import annotations
