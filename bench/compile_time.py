@@ -21,7 +21,9 @@ in issue 23 (CLI wall 0.77-0.93 s, compile proper 0.2-0.4 s; the upper ends are 
 `--in-process N` also times N repeated compiles of each QDQ model in one process, after one
 warm-up compile each (what a script calling compile_model, or the sweep, pays per compile).
 `--profile` runs cProfile on the slowest model (in-process, after the imports) and records
-the top functions by cumulative time. Writes bench/out/compile_time.json.
+the top functions by cumulative time. Writes bench/out/compile_time.json, with
+`bytecode_cached`: whether the compile's imports found Python's bytecode cache (run with
+PYTHONDONTWRITEBYTECODE unset, or every fresh process compiles vpuc's sources again).
 """
 
 from __future__ import annotations
@@ -133,6 +135,29 @@ def _repeated(specs: dict[str, dict], repeats: int) -> dict:
     return rows
 
 
+_BYTECODE_PROBE = """
+import importlib.util, json, os, sys
+import vpuc.compiler.cli, vpuc.compiler.driver
+files = [getattr(m, "__file__", None) or "" for m in list(sys.modules.values())]
+sources = [f for f in files if f.endswith(".py")]
+missing = [f for f in sources if not os.path.exists(importlib.util.cache_from_source(f))]
+print(json.dumps({"modules": len(sources), "without_bytecode": len(missing)}))
+"""
+
+
+def _bytecode_cached() -> dict:
+    """Whether a compile's imports read Python's bytecode cache (__pycache__/*.pyc): a fresh
+    process imports what `vpuc compile` imports (TVM among them), which also writes the cache
+    unless PYTHONDONTWRITEBYTECODE is set, then counts the modules loaded from .py sources
+    whose .pyc is absent. Without the cache every CLI run compiles them again (0.25-0.35 s)."""
+    probe = [sys.executable, "-c", _BYTECODE_PROBE]
+    result = subprocess.run(probe, capture_output=True, text=True, check=True)
+    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    counts["bytecode_cached"] = counts["without_bytecode"] == 0
+    counts["PYTHONDONTWRITEBYTECODE"] = os.environ.get("PYTHONDONTWRITEBYTECODE", "")
+    return counts
+
+
 def _wall(argv: list[str]) -> float:
     start = time.perf_counter()
     result = subprocess.run(argv, capture_output=True, text=True)
@@ -235,6 +260,7 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     load = os.getloadavg()
+    bytecode = _bytecode_cached()  # before the timed runs: it also writes the cache they read
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         models = _models(tmp / "zoo")
@@ -251,6 +277,8 @@ def main() -> None:
             )
         figures = {"target": TARGET, "repeats": args.repeats, "loadavg_at_start": [round(x, 2) for x in load]}
         figures["cpu_count"] = os.cpu_count()
+        figures["bytecode_cached"] = bytecode.pop("bytecode_cached")
+        figures["bytecode"] = bytecode
         figures["models"] = rows
         if args.in_process:
             figures["in_process"] = _repeated({n: models[n] for n in chosen}, args.in_process)
@@ -263,7 +291,9 @@ def main() -> None:
             for entry in figures["profile"]["top_cumulative"][:15]:
                 print(f"  {entry['cumulative_s']:8.3f} s  {entry['function']}")
     figures["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"wrote {write_json('compile_time', figures)} (load average {figures['loadavg_at_start']})")
+    cached = "cached" if figures["bytecode_cached"] else "NOT cached (PYTHONDONTWRITEBYTECODE?)"
+    path = write_json("compile_time", figures)
+    print(f"wrote {path} (load average {figures['loadavg_at_start']}, bytecode {cached})")
 
 
 if __name__ == "__main__":

@@ -46,16 +46,20 @@ def vpuc():
 
 @pytest.fixture(autouse=True)
 def _fresh_process_memos():
-    """Each test starts with the in-process memos of repeated compiles empty (the host
-    libraries, the planner's choices and answers, the QDQ accuracy measurement, the quantiser's
-    executables): a test that patches a
+    """Each test starts with the in-process memos of repeated compiles empty (the Relax
+    imports, the graph pipeline's results, the host libraries, the lowered programs, the planner's choices and answers, the
+    QDQ accuracy measurement, the quantiser's executables): a test that patches a
     stage (a failing relax.build, a changed cost) must reach that stage, not an answer
     another test left behind. tests/e2e/test_repeated_compiles.py tests the memos within one test."""
+    from vpuc.compiler import pipeline
+    from vpuc.compiler.frontend import importer
     from vpuc.compiler.host import build
+    from vpuc.compiler.lower import memo as lowering
     from vpuc.compiler.lower.codegen import oracle, tile_mac
     from vpuc.compiler.quantize.calibration import observe
     from vpuc.compiler.quantize.qdq import reference
 
-    for memo in (build._BUILT, tile_mac._CHOSEN, oracle._ANSWERS, reference._MEASURED, observe._BUILT):
+    memos = (importer._IMPORTED, build._BUILT, lowering._LOWERED, tile_mac._CHOSEN, oracle._ANSWERS)
+    for memo in (*memos, pipeline._OPTIMIZED, reference._MEASURED, observe._BUILT):
         memo.clear()
     yield

@@ -2,11 +2,13 @@
 
 import_model runs the whole frontend (load, shapes, fold, support, import) and returns the
 Relax module with the prepared ONNX model beside it: later stages (reports, the partition
-report's per-node rows, `--check`) need both.
+report's per-node rows, `--check`) need both. The Relax import itself is memoised within the
+process (the same prepared model and input specs import once; each caller gets a copy).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -55,6 +57,9 @@ class ImportedModel:
     decomposed_nodes: list[tuple[str, str]] = field(default_factory=list)
     # --bind-input: the value each bound input became (the artifact keeps it for --check)
     bound_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    # what the Relax import was keyed by (the prepared model's bytes, the input specs): it
+    # fixes the module and every name in it (pipeline.py memoises the passes' result by it)
+    relax_key: tuple | None = None
 
 
 def import_model(
@@ -86,23 +91,42 @@ def import_model(
         for spec in tensor_specs(model, graph_inputs(model), name)
     ]
     outputs = tensor_specs(model, list(model.graph.output), name)
-    mod, var_to_node = _relax_import(model, name, inputs)
+    mod, var_to_node, key = _relax_import(model, name, inputs)
     imported = ImportedModel(mod, model, name, inputs, outputs, folded.folded, var_to_node)
     imported.decomposed_nodes = decomposed
     imported.bound_inputs = bound
+    imported.relax_key = key
     return imported
+
+
+# The Relax import of a prepared ONNX model within one process, by its bytes and input specs:
+# a repeated compile (the regression runner, the sweep) imports the model once. Each caller
+# gets its own module (IRModule.clone: a new function table, the same immutable functions),
+# so a caller that sets a function in its module leaves the memo's alone. It holds a few
+# models' weights at most: emptied when it reaches _MAX_IMPORTED models or _MAX_IMPORTED_BYTES.
+_IMPORTED: dict[tuple, tuple[tvm.IRModule, dict[str, str]]] = {}
+_MAX_IMPORTED = 8
+_MAX_IMPORTED_BYTES = 256 << 20
 
 
 def _relax_import(
     model: onnx.ModelProto, name: str, inputs: list[TensorSpec]
-) -> tuple[tvm.IRModule, dict[str, str]]:
+) -> tuple[tvm.IRModule, dict[str, str], tuple]:
     shape_dict = {spec.name: list(spec.shape) for spec in inputs}
     dtype_dict = {spec.name: spec.dtype for spec in inputs}
-    try:
-        mod, var_to_node = compat.relax_from_onnx(model, shape_dict, dtype_dict)
-    except Exception as exc:  # the importer raises anything from ValueError to TVMError
-        raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {last_line(exc)}") from None
-    return mod, var_to_node
+    data = model.SerializeToString(deterministic=True)
+    specs = (tuple((k, tuple(v)) for k, v in shape_dict.items()), tuple(dtype_dict.items()))
+    key = (hashlib.sha256(data).digest(), len(data), *specs)
+    if key not in _IMPORTED:
+        try:
+            imported = compat.relax_from_onnx(model, shape_dict, dtype_dict)
+        except Exception as exc:  # the importer raises anything from ValueError to TVMError
+            raise FrontendError(f"{name}: Relax import failed{_failing_op(exc)}: {last_line(exc)}") from None
+        if len(_IMPORTED) >= _MAX_IMPORTED or sum(k[1] for k in _IMPORTED) + len(data) > _MAX_IMPORTED_BYTES:
+            _IMPORTED.clear()
+        _IMPORTED[key] = imported
+    mod, var_to_node = _IMPORTED[key]
+    return mod.clone(), dict(var_to_node), key
 
 
 def _failing_op(exc: Exception) -> str:

@@ -10,6 +10,7 @@ it as an external function.
     estimate.py   cycles of a layer's tiles on the three units (chooses among tilings)
     memory.py     SRAM/DRAM addresses by lifetime; the weight blob
     emit.py       tiles -> instructions; sync.py orders them and sets their tokens
+    memo.py       a subgraph's program, lowered once per content, target and switches
 
     lower_partitioned(mod, target, provenance) -> [VpuProgram]  (LowerError names the layer)
     join_host(mod, programs) -> the host module: VPU calls become call_dps_packed(symbol);
@@ -27,6 +28,7 @@ import hashlib
 import tvm
 from tvm import relax
 
+from vpuc.compiler.lower import memo
 from vpuc.compiler.lower.codegen.emit import Binding, VpuProgram, lower_subgraph
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.reader.edges import (
@@ -109,9 +111,9 @@ def lower_function(
     drops the host's), when the VPU's extra time is less than the host transpose it saves.
     The partitioner's profitability rule estimates a subgraph with this same function."""
     subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
-    program = lower_subgraph(subgraph, target)
+    program = memo.lower(subgraph, target)  # lowered once per content within a process
     if take_channels_first(subgraph, channels_first):
-        program = cheaper_edge(program, lower_subgraph(subgraph, target), target)
+        program = cheaper_edge(program, memo.lower(subgraph, target), target)
     return program
 
 

@@ -102,7 +102,7 @@ def _build(match: Match):
     return relax.op.clip(x, lo, hi), None, f"clip({lo:g}, {hi:g})"
 
 
-RULES = (Rule("clip", _find_clip, ("x",), _check, _build),)
+RULES = (Rule("clip", _find_clip, ("x",), _check, _build, needs=frozenset({"relax.call_tir"})),)
 
 
 def clip(mod: tvm.IRModule, options: PassOptions) -> tvm.IRModule:

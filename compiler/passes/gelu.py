@@ -143,7 +143,7 @@ def _build(match: Match):
     return relax.op.nn.gelu_tanh(x), None, "nn.gelu_tanh (tanh approximation)"
 
 
-RULES = (Rule("gelu", _find_gelu, ("x",), _check, _build),)
+RULES = (Rule("gelu", _find_gelu, ("x",), _check, _build, needs=frozenset({"relax.multiply"})),)
 
 
 def gelu(mod: tvm.IRModule, options: PassOptions) -> tvm.IRModule:

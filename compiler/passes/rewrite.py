@@ -14,6 +14,11 @@ rules run first:
 
 A near miss is reported once per instance (not again for the shorter forms inside it).
 
+A rule whose pattern needs an op the function does not hold is not tried at all (the
+prefilter: `needs_of` reads the ops every match of a dpl pattern contains; a pattern
+written as a function declares them in `Rule.needs`). Most rules of most models fall there:
+a QDQ CNN has no batch_norm, mean or sigmoid for bn_fold, layer_norm or silu to look for.
+
 passes/rebind.py then emits each replacement in place of its root binding.
 """
 
@@ -165,6 +170,7 @@ class Rule:
     anchor: DFPattern | None = None  # near misses are reported once per anchor
     applies: Callable[[Match], bool] | None = None
     shared_ok: bool = False  # intermediates may have other readers (they stay for them)
+    needs: frozenset[str] = frozenset()  # ops every match holds, beside those of a dpl pattern
 
 
 def run_rules(
@@ -175,7 +181,9 @@ def run_rules(
         return mod
     audit = Audit.of(mod)
     func = relax.analysis.remove_all_unused(mod[func_name])
-    outcomes = _match_all(DataflowView(func, audit, mod), list(rules))
+    view = DataflowView(func, audit, mod)
+    present = ops_in(view)
+    outcomes = _match_all(view, [rule for rule in rules if needs_of(rule) <= present])
     replacements = [_accept(rule, match) for _, rule, match, reason in outcomes if reason is None]
     for _, rule, match, reason in sorted(outcomes, key=lambda r: r[0]):  # program order
         if reason is None:
@@ -262,6 +270,47 @@ def _roots_of(pattern: DFPattern) -> frozenset[str] | None:
         op = pattern.op.expr
         return frozenset([op.name]) if isinstance(op, tvm.ir.Op) else None
     return None
+
+
+def ops_in(view: DataflowView) -> frozenset[str]:
+    """The op names of the function's bindings. Relax is in A-normal form (the BlockBuilder
+    binds every nested call to a var of its own), so a call's arguments are vars, constants
+    or tuples of them, and every call a pattern can match is some binding's value."""
+    return frozenset(_op_name(value) for value in view.var2val.values())
+
+
+def needs_of(rule: Rule) -> frozenset[str]:
+    """The ops every match of the rule holds: its declared `needs`, and the ops a dpl pattern
+    requires on every path (an alternative requires what both sides do). Memoised by identity
+    as _root_ops."""
+    found = _NEEDS.get(id(rule))
+    if found is None or found[0] is not rule:
+        pattern_needs = _pattern_needs(rule.pattern) if isinstance(rule.pattern, DFPattern) else frozenset()
+        found = _NEEDS[id(rule)] = (rule, pattern_needs | rule.needs)
+    return found[1]
+
+
+_NEEDS: dict[int, tuple[Rule, frozenset[str]]] = {}
+
+
+def _pattern_needs(pattern) -> frozenset[str]:
+    if isinstance(pattern, dpl.ExprPattern):
+        return frozenset([pattern.expr.name]) if isinstance(pattern.expr, tvm.ir.Op) else frozenset()
+    if isinstance(pattern, dpl.OrPattern):
+        return _pattern_needs(pattern.left) & _pattern_needs(pattern.right)
+    if isinstance(pattern, dpl.AndPattern):
+        return _pattern_needs(pattern.left) | _pattern_needs(pattern.right)
+    if isinstance(pattern, dpl.CallPattern):
+        parts = [pattern.op, *(pattern.args or [])]
+    elif isinstance(pattern, dpl.TuplePattern | dpl.UnorderedTuplePattern):
+        parts = list(pattern.fields)
+    elif isinstance(pattern, dpl.TupleGetItemPattern):
+        parts = [pattern.tuple]
+    elif isinstance(pattern, dpl.AttrPattern | dpl.DataTypePattern | dpl.ShapePattern | dpl.TypePattern):
+        parts = [pattern.pattern]
+    else:
+        return frozenset()  # a wildcard, constant, var, negation...: no op required
+    return frozenset().union(*(_pattern_needs(part) for part in parts))
 
 
 def _fused_bindings(view: DataflowView, root, inputs: list) -> list:

@@ -42,6 +42,7 @@ from vpuc.compiler.passes.rewrite import Match, Rule, attrs_of, run_rules
 
 PASS_NAME = "transpose_cleanup"
 MAX_ROUNDS = 8
+PERMUTE = "relax.permute_dims"
 RESHAPE_LIKE = ("relax.reshape", "relax.squeeze", "relax.expand_dims", "relax.flatten")
 
 
@@ -227,8 +228,9 @@ def _build_hoist(match: Match):
     return new, None, "the transpose before the dequantize (on the int8 tensor)"
 
 
-def _rule(name, pattern, inputs, build, applies=None) -> Rule:
-    return Rule(name, pattern, inputs, _no_check, build, applies=applies, shared_ok=True)
+def _rule(name, pattern, inputs, build, applies=None, needs=()) -> Rule:
+    needs = frozenset(needs)  # what a function pattern needs (the prefilter, rewrite.py)
+    return Rule(name, pattern, inputs, _no_check, build, applies=applies, shared_ok=True, needs=needs)
 
 
 RULES = (
@@ -239,12 +241,12 @@ RULES = (
     ),
     # before transpose_to_reshape: a unit-axis permute of a dequantize (a 1-channel NCHW
     # input's layout change) moves onto the int8 tensor first, and becomes its reshape there
-    _rule("transpose_hoist", _hoistable, ("q",), _build_hoist),
+    _rule("transpose_hoist", _hoistable, ("q",), _build_hoist, needs=(PERMUTE, "relax.dequantize")),
     _rule("transpose_to_reshape", _single, (_sx,), _build_unit_moves, applies=_unit_moves_only),
     _rule("reshape_cleanup", _any_reshape, (_reshape_one,), _build_drop, applies=_same_shape),
-    _rule("reshape_cleanup", _reshape_chain, (_rx,), _build_reshape_chain),
-    _rule("broadcast_elide", _broadcast_operand, ("a", "b"), _build_elide),
-    _rule("transpose_sink", _sinkable, ("x",), _build_sink),
+    _rule("reshape_cleanup", _reshape_chain, (_rx,), _build_reshape_chain, needs=("relax.reshape",)),
+    _rule("broadcast_elide", _broadcast_operand, ("a", "b"), _build_elide, needs=("relax.broadcast_to",)),
+    _rule("transpose_sink", _sinkable, ("x",), _build_sink, needs=(PERMUTE,)),
 )
 
 

@@ -86,3 +86,37 @@ def test_busy_bound_never_exceeds_the_estimate(vpu, monkeypatch, sram):
     assert len(pairs) > 4
     assert all(bound <= cycles for bound, cycles in pairs), [p for p in pairs if p[0] > p[1]]
     assert any(bound > 0 for bound, _ in pairs)
+
+
+@pytest.mark.parametrize("sram", SRAM_SIZES[:2])
+def test_busy_bound_is_one_per_band_chunk_and_split(vpu, monkeypatch, sram):
+    """The search skips building a candidate whose (band, chunk, input step, vector split)
+    it already built outside the slack: that candidate issues the same MAC and vector
+    instructions, only its weights' residency and its loop order differ (DMA work and
+    addresses), so its busy-time bound is the same. Every candidate of every layer built,
+    the bounds of one (band, chunk, cin, vector) agree."""
+    searched = []
+    search = tile_mac._search
+
+    def recording(op, ctx, shape, x_dram, y_dram, gather=None):
+        searched.append((op, ctx, shape, x_dram, gather))
+        return search(op, ctx, shape, x_dram, y_dram, gather)
+
+    monkeypatch.setattr(tile_mac, "_CHOSEN", {})
+    monkeypatch.setattr(tile_mac, "_search", recording)
+    lower_subgraph(_subgraph(6), with_sram(vpu, sram))
+    variants = 0
+    for op, ctx, shape, x_dram, gather in searched:
+        bounds: dict[tuple, set] = {}
+        for group in tile_mac._choices(shape, ctx):
+            for choice in group:
+                if choice.order == "chunks" and (choice.whole or not x_dram):
+                    continue
+                _, events = tile_mac.build_mac(op, ctx, shape, choice, gather)
+                key = (choice.band, choice.chunk, choice.cin, choice.vector)
+                bounds.setdefault(key, set()).add(tile_mac._busy_bound(events))
+        assert all(len(found) == 1 for found in bounds.values()), op.name
+        variants += len(bounds)
+    assert len(searched) >= 4 and variants > 20
+    splits = {c.vector for _, ctx, shape, _, _ in searched for c in tile_mac._choices(shape, ctx)[0]}
+    assert len(splits) > 1  # the depthwise layer's vector splits are among them

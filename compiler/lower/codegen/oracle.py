@@ -52,7 +52,7 @@ class LayerAnswer:
 def answer(view: OpView, target: Target) -> LayerAnswer:
     """Plan `view` as the code generator would lower it alone: tiled, emitted, estimated
     (cached per op shape and target)."""
-    key = ("answer", _fingerprint(target), _key(view))
+    key = ("answer", target_fingerprint(target), _key(view))
     if key not in _ANSWERS:
         _ANSWERS[key] = _answer(view, target)
     return _ANSWERS[key]
@@ -63,7 +63,7 @@ def fit(view: OpView, target: Target) -> LayerAnswer:
     output row, the narrowest channel chunks) against what the target has, as the
     code generator's residency asks it before it plans; no tiling search (cached).
     `sram_bytes` is that smallest working set; `cycles` is not computed (0)."""
-    key = ("fit", _fingerprint(target), _key(view))
+    key = ("fit", target_fingerprint(target), _key(view))
     if key not in _ANSWERS:
         _ANSWERS[key] = _fit(view, target)
     return _ANSWERS[key]
@@ -73,7 +73,7 @@ _ANSWERS: dict[tuple, LayerAnswer] = {}
 _FINGERPRINTS: dict[int, tuple[Target, str]] = {}
 
 
-def _fingerprint(target: Target) -> str:
+def target_fingerprint(target: Target) -> str:
     """The target's figures as one string (a Target holds dicts, so it has no hash)."""
     known = _FINGERPRINTS.get(id(target))
     if known is None or known[0] is not target:

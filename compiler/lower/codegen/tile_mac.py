@@ -269,6 +269,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
     """The choice moving the fewest bytes within TRAFFIC_SLACK of the fastest that fits."""
     scored: list[tuple[int, int, Choice]] = []
     fastest = None
+    busy: dict[tuple, int] = {}  # the busy-time bound per (band, chunk, cin, vector)
     groups = _choices(shape, ctx)
     for group in groups[:1] if gather else groups:
         for choice in group:
@@ -277,8 +278,14 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
             tiles = _tile_count(shape, choice)
             if working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, tiles).values())) > ctx.budget:
                 continue
+            # choices differing only in weight residency or loop order issue the same MAC and
+            # vector instructions (their DMA work and addresses differ): one busy-time bound
+            same_work = (choice.band, choice.chunk, choice.cin, choice.vector)
+            if fastest is not None and busy.get(same_work, 0) > fastest * (1 + TRAFFIC_SLACK):
+                continue  # as below, without building it
             plan, events = build_mac(op, ctx, shape, choice, gather)
-            if fastest is not None and _busy_bound(events) > fastest * (1 + TRAFFIC_SLACK):
+            busy[same_work] = _busy_bound(events)
+            if fastest is not None and busy[same_work] > fastest * (1 + TRAFFIC_SLACK):
                 continue  # outside the slack of the fastest so far however its events overlap
             cycles = events.estimate(Clock())
             fastest = cycles if fastest is None else min(fastest, cycles)

@@ -1,0 +1,125 @@
+"""The lowering memo: a VPU subgraph's program within one process, so that the programs of a
+repeated compile (the regression runner, the sweep, a script calling compile_model) and the
+partitioner's estimate of a subgraph the final cut keeps are lowered once.
+
+    lower(subgraph, target) -> VpuProgram      as emit.lower_subgraph, memoised
+
+The key is everything `lower_subgraph` reads: the subgraph's content (every op, tensor,
+constant and name, the weights' bytes; reader/extract.py made it from the Relax function,
+so the Relax side needs no key of its own), the target's figures, and the value of every
+module-level switch of the code generator that changes what it emits (SWITCHES). A module
+constant of compiler/lower/codegen/ is either a switch or a fixed fact of the ISA or of a
+name (FIXED); tests/lower/test_lowering_memo.py fails on one that is neither, so a new
+switch joins the key. A failure (LowerError) is remembered too. Each caller gets its own
+copy of the program (its instructions, immutable, are shared): cheaper_edge and
+lower_partitioned write into theirs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import struct
+
+import numpy as np
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import emit, oracle, prefetch, residency, tile_im2col, tile_mac, tiling
+from vpuc.compiler.lower.codegen.emit import VpuProgram
+from vpuc.compiler.lower.errors import LowerError
+from vpuc.targets import Target
+
+# (module, name): module constants whose value changes the program the code generator emits
+SWITCHES = (
+    (emit, "ATTEMPTS"),  # the SRAM budget factors tried in turn
+    (prefetch, "PREFETCH_DEPTH"),
+    (prefetch, "PREFETCH_KEY"),
+    (prefetch, "LATE_KEY"),
+    (prefetch, "PREFETCH_ROLES"),
+    (residency, "ALIGN"),
+    (tile_im2col, "CHOOSE"),  # im2col or conv: by the estimate, or forced (tests)
+    (tile_mac, "TRAFFIC_SLACK"),
+    (tile_mac, "VECTOR_SPLITS"),
+    (tiling, "STORE_KEY"),
+)
+
+# module constants of compiler/lower/codegen/ that are facts, not choices: ISA field limits,
+# unit names, the planner's placeholder op parts, and the memos themselves
+FIXED = {
+    "estimate": ("QUEUES",),
+    "oracle": ("UNIT", "LUT_KINDS", "_ANSWERS", "_FINGERPRINTS"),
+    "plan": ("BLOB_PREFIX",),
+    "sync": ("QUEUED",),
+    "tile_mac": ("VECTOR_PART", "_CHOSEN"),
+    "tile_vector": ("MAX_WINDOW",),
+    "tiling": ("UNIT_OF_OPCODE", "_CYCLES", "_CYCLES_MAX", "_DEFAULTS"),
+    "transfer": ("MAX_ROWS", "MAX_ROW_BYTES"),
+}
+
+_LOWERED: dict[bytes, VpuProgram | LowerError] = {}
+_MAX_ENTRIES = 256  # emptied when full, or when the weight blobs held pass _MAX_BLOB_BYTES
+_MAX_BLOB_BYTES = 256 << 20
+
+
+def lower(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
+    """emit.lower_subgraph(subgraph, target), once per content, target and switches."""
+    key = memo_key(subgraph, target)
+    found = _LOWERED.get(key)
+    if found is None:
+        try:
+            found = emit.lower_subgraph(subgraph, target)
+        except LowerError as exc:
+            found = exc
+        held = sum(len(p.blob) for p in _LOWERED.values() if isinstance(p, VpuProgram))
+        if len(_LOWERED) >= _MAX_ENTRIES or held > _MAX_BLOB_BYTES:
+            _LOWERED.clear()
+        _LOWERED[key] = found
+    if isinstance(found, LowerError):
+        raise copy.copy(found).with_traceback(None)
+    return copy.deepcopy(found, {id(found.program): found.program})
+
+
+def memo_key(subgraph: vops.Subgraph, target: Target) -> bytes:
+    """The digest of what lowering `subgraph` for `target` reads."""
+    digest = hashlib.sha256()
+    _feed(digest, subgraph)
+    _feed(digest, oracle.target_fingerprint(target))
+    _feed(digest, switches())
+    return digest.digest()
+
+
+def switches() -> tuple:
+    """The current value of each switch, read at call time (a patched switch counts)."""
+    return tuple((module.__name__, name, getattr(module, name)) for module, name in SWITCHES)
+
+
+def _feed(digest, value) -> None:
+    """Feed a canonical, typed encoding of `value` (dataclasses, containers, arrays, scalars)."""
+    if value is None or isinstance(value, bool | int | str | bytes):
+        digest.update(f"{type(value).__name__}:{value!r};".encode())
+    elif isinstance(value, float):
+        digest.update(b"f" + struct.pack("<d", value))
+    elif isinstance(value, np.ndarray):
+        digest.update(f"nd:{value.dtype.str}:{value.shape};".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, np.generic):
+        _feed(digest, value.item())
+    elif isinstance(value, list | tuple | frozenset | set):
+        items = sorted(value, key=repr) if isinstance(value, frozenset | set) else value
+        digest.update(f"{type(value).__name__}[{len(items)}:".encode())
+        for item in items:
+            _feed(digest, item)
+        digest.update(b"]")
+    elif isinstance(value, dict):
+        digest.update(f"dict[{len(value)}:".encode())
+        for k, v in value.items():
+            _feed(digest, k)
+            _feed(digest, v)
+        digest.update(b"]")
+    elif dataclasses.is_dataclass(value):
+        digest.update(f"{type(value).__module__}.{type(value).__qualname__}(".encode())
+        _feed(digest, vars(value) if hasattr(value, "__dict__") else dataclasses.asdict(value))
+        digest.update(b")")
+    else:
+        raise TypeError(f"lowering memo: no key for a {type(value).__name__} ({value!r:.60})")
