@@ -22,6 +22,8 @@ total within +-10%, in both memory modes.
 
     python bench/vs_vela.py [--anchors ../shared/anchors] [--models resnet8,tinyconv]
 
+(--anchors defaults to $VPUC_ANCHORS, else ../shared/anchors beside the checkout.)
+
 Prints per layer, per op class and per model; writes bench/out/vs_vela.json:
 {"models": {model: {mode: {"total_ratio", "vpuc_cycles", "vela_cycles", "schedule_cycles",
 "schedule_total_ratio", "schedule_win", "bytes", "layers", "classes"}}}}; a layer's
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -47,7 +50,8 @@ from vpuc.compiler.lower.codegen import prefetch
 from vpuc.sim import Simulator
 from vpuc.targets.isa.formats import Dma
 
-DEFAULT_ANCHORS = Path(__file__).resolve().parents[2] / "shared" / "anchors"
+BESIDE_CHECKOUT = Path(__file__).resolve().parents[2] / "shared" / "anchors"
+DEFAULT_ANCHORS = Path(os.environ.get("VPUC_ANCHORS", BESIDE_CHECKOUT))
 MODES = {"u55-256": "shared_sram", "u55-256-sram": "sram_only"}
 CLASSES = {"Conv2D": "conv", "DepthwiseConv2D": "depthwise", "FullyConnected": "fc", "Add": "add",
            "MaxPool": "pool/mean", "AvgPool": "pool/mean", "Mean": "pool/mean",

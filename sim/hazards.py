@@ -6,7 +6,9 @@ when every pair of instructions on different units that touch the same SRAM byte
 least one writing) runs in program order in the schedule too. An instruction that starts
 before an earlier conflicting one on another unit has ended is a race: the figures would
 describe a machine whose results differ from the simulated ones, so it is an error that
-names both instructions and asks for a token between them.
+names both instructions and asks for a token between them. An instruction's accesses begin
+when it starts, or with issue_order = "before_wait" its issue_cycles later (its issue
+touches no memory and may overlap its wait: Timeline.issue_overlap).
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ def check_races(instructions: Sequence[Instruction], plans: Sequence[Plan], time
     for pc, plan in enumerate(plans):
         if plan.unit not in done_pcs:
             continue
+        accesses = timeline.start[pc] + timeline.issue_overlap  # an overlapped issue touches nothing
         for other in QUEUED_UNITS:
             if other == plan.unit:
                 continue
             ends = done_ends[other]  # non-decreasing: running maxima of the unit's ends
-            for j in range(bisect_right(ends, timeline.start[pc]), len(ends)):
+            for j in range(bisect_right(ends, accesses), len(ends)):
                 earlier = done_pcs[other][j]
-                if timeline.end[earlier] <= timeline.start[pc]:
+                if timeline.end[earlier] <= accesses:
                     continue
                 conflict = _conflict(plans[earlier], plan)
                 if conflict:
@@ -62,10 +65,11 @@ def _conflict(earlier: Plan, later: Plan) -> tuple[str, str, Region] | None:
 def _race(
     instructions, timeline: Timeline, earlier: int, later: int, did: str, does: str, region: Region
 ) -> None:
+    accesses = timeline.start[later] + timeline.issue_overlap
     raise SimError(
         later,
         format_instruction(instructions[later]),
-        f"race: {does} SRAM {region} from cycle {timeline.start[later]}, but pc {earlier} "
+        f"race: {does} SRAM {region} from cycle {accesses}, but pc {earlier} "
         f"'{format_instruction(instructions[earlier])}' {did} it until cycle "
         f"{timeline.end[earlier]}; order them with a token (signal at pc {earlier}, wait here)",
     )

@@ -3,7 +3,10 @@
 Runs after every instruction has a Plan (its unit and cost in cycles) and before anything
 executes. The DMA, MAC and vector units each take their instructions in program order.
 An instruction starts when its unit is free and it has taken one count of every token in
-its `wait` mask; it gives one count of every token in its `signal` mask when it ends.
+its `wait` mask; it gives one count of every token in its `signal` mask when it ends. On a
+target with issue_order = "before_wait" its issue runs while it waits: it starts at
+max(unit free, last token - issue_cycles) (targets/isa/cost.py `issue_overlap`), so its work
+still begins after the token.
 Each token links one signalling unit to one waiting unit (checked by `check_tokens`), so
 the k-th wait on a token takes the k-th signal: the schedule is deterministic without
 stepping cycle by cycle. END starts when every unit has drained. A unit whose next wait
@@ -29,7 +32,7 @@ from functools import cache
 from vpuc.sim.errors import SimError
 from vpuc.sim.machine import Plan
 from vpuc.targets.isa.asm import format_instruction
-from vpuc.targets.isa.cost import DmaPorts
+from vpuc.targets.isa.cost import DmaPorts, issue_overlap
 from vpuc.targets.isa.formats import TOKEN_COUNT, Instruction, Unit, token_ids
 from vpuc.targets.model import Hardware
 
@@ -48,6 +51,10 @@ class Timeline:
     stall_cause: tuple[Unit | None, ...]
     edges: tuple[tuple[int, int, int], ...]
     total_cycles: int
+    # Cycles from an instruction's start to its first memory access that may overlap the
+    # wait on its tokens (targets/isa/cost.py issue_overlap): the race check's accesses
+    # begin this long after `start`.
+    issue_overlap: int = 0
 
 
 @cache
@@ -89,6 +96,7 @@ def schedule(
     taken = [0] * TOKEN_COUNT
     edges: list[tuple[int, int, int]] = []
     ports = DmaPorts(hardware) if hardware is not None else None
+    overlap = issue_overlap(hardware) if hardware is not None else 0
     in_flight: dict[str, list[int]] = {"dram": [], "flash": []}  # DMA pcs per port
     retired = 0  # when every DMA transfer so far has ended
     progress = True
@@ -105,12 +113,12 @@ def schedule(
                     cycle, producer = given[t][taken[t]]
                     taken[t] += 1
                     edges.append((producer, pc, t))
-                    if cycle > ready:
-                        ready, last = cycle, producer
+                    if cycle - overlap > ready:  # its issue may run while it waits
+                        ready, last = cycle - overlap, producer
                 stall[pc] = ready - free_at[unit]
                 cause[pc] = None if last is None else plans[last].unit
                 if ports is not None and unit == Unit.DMA:
-                    ready = _dma_start(pc, ready, plans, ports, in_flight, end)
+                    ready = _dma_start(pc, ready, plans, ports, in_flight, end, overlap)
                     start[pc], end[pc] = ready, ports.run(plans[pc].port, ready, plans[pc].cycles)
                     in_flight[plans[pc].port].append(pc)
                     free_at[unit] = ports.taken
@@ -133,22 +141,23 @@ def schedule(
     for pc in range(n):
         if plans[pc].unit == Unit.CTRL:
             start[pc] = end[pc] = total
-    return Timeline(tuple(start), tuple(end), tuple(stall), tuple(cause), tuple(edges), total)
+    return Timeline(tuple(start), tuple(end), tuple(stall), tuple(cause), tuple(edges), total, overlap)
 
 
-def _dma_start(pc: int, ready: int, plans, ports: DmaPorts, in_flight, end) -> int:
+def _dma_start(pc: int, ready: int, plans, ports: DmaPorts, in_flight, end, overlap: int) -> int:
     """When DMA transfer `pc`, ready at `ready`, is taken: a slot on its port, and after
-    every transfer still in flight on the other port whose SRAM bytes it conflicts with."""
+    every transfer still in flight on the other port whose SRAM bytes it conflicts with
+    (its accesses begin `overlap` after it is taken)."""
     plan = plans[pc]
     start = ports.earliest(plan.port, ready)
     for port, pcs in in_flight.items():
         if port == plan.port:
             continue  # one port moves one transfer's data at a time, in order
         for other in reversed(pcs):
-            if end[other] <= start:
+            if end[other] <= start + overlap:
                 break  # ends on a port are non-decreasing
             if _conflicts(plans[other], plan):
-                start = max(start, end[other])
+                start = max(start, end[other] - overlap)
         if len(pcs) > 64:
             del pcs[:-64]
     return start

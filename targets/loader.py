@@ -45,9 +45,15 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "vector_pool_block_w": (1, 64),
     "flash_outstanding": (1, 64),
     "vector_reciprocal_cycles": (1, 1 << 16),
+    "mac_fill_cycles": (0, 1 << 16),
 }
-WEIGHT_REGIONS = ("dram", "flash")
-FEATURE_MAP_HOMES = ("sram", "dram")
+# The hardware keys that take one of a few words, and the words.
+CHOICE_HARDWARE: dict[str, tuple[str, ...]] = {
+    "weights_in": ("dram", "flash"),
+    "feature_maps_in": ("sram", "dram"),
+    "issue_order": ("after_wait", "before_wait"),
+    "softmax_passes_in": ("sram", "dram"),
+}
 # Throughputs in elements per cycle: any positive number (U55's output unit does 0.75 cycles
 # an element), at most the vector unit's lanes.
 RATE_HARDWARE = (*VECTOR_RATES, "vector_mac_per_cycle")
@@ -69,6 +75,9 @@ OPTIONAL_HARDWARE = (
     "vector_pool_block_h",
     "vector_pool_block_w",
     "vector_reciprocal_cycles",
+    "mac_fill_cycles",
+    "issue_order",
+    "softmax_passes_in",
 )
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")
 
@@ -199,7 +208,7 @@ def _build(path: Path, data: dict[str, Any], chain: tuple[str, ...]) -> Target:
 def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
     if table is None:
         raise TargetError(f"{path}: hardware: a vpu target needs a [hardware] table")
-    _check_keys(path, "hardware", table, (*HARDWARE_RANGES, *RATE_HARDWARE, "weights_in", "feature_maps_in"))
+    _check_keys(path, "hardware", table, (*HARDWARE_RANGES, *RATE_HARDWARE, *CHOICE_HARDWARE))
     values: dict[str, Any] = {}
     for f in fields(Hardware):
         if f.name not in table:
@@ -209,12 +218,12 @@ def _hardware(path: Path, table: dict[str, Any] | None) -> Hardware:
         if f.name in RATE_HARDWARE:
             values[f.name] = _rate(path, table, f.name)
             continue
-        if f.name in ("weights_in", "feature_maps_in"):
-            region = _get(path, "hardware", table, f.name, str)
-            allowed = WEIGHT_REGIONS if f.name == "weights_in" else FEATURE_MAP_HOMES
-            if region not in allowed:
-                raise TargetError(f"{path}: hardware.{f.name}: '{region}' is not one of {', '.join(allowed)}")
-            values[f.name] = region
+        if f.name in CHOICE_HARDWARE:
+            word = _get(path, "hardware", table, f.name, str)
+            allowed = CHOICE_HARDWARE[f.name]
+            if word not in allowed:
+                raise TargetError(f"{path}: hardware.{f.name}: '{word}' is not one of {', '.join(allowed)}")
+            values[f.name] = word
             continue
         value = _get(path, "hardware", table, f.name, int)
         low, high = HARDWARE_RANGES[f.name]

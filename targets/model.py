@@ -81,6 +81,18 @@ class Hardware:
     # Flash, when weights live there, is a second port running beside DRAM's.
     dram_outstanding: int = 1
     flash_outstanding: int = 1
+    # Cycles the MAC pipeline takes to fill at the start of every weight block, on top of its
+    # pixel stream (Ethos-U55's per-block delay in Vela's estimate); 0: none.
+    mac_fill_cycles: int = 0
+    # When an instruction's issue cost is paid: "after_wait" (once its tokens are in, as
+    # part of its work) or "before_wait" (as soon as its unit is free, overlapping the wait
+    # on its tokens, as a command stream is decoded ahead of the dependency it waits on).
+    issue_order: str = "after_wait"
+    # Where softmax's passes over a row keep the tensor between them: "sram" (the
+    # scratchpad: one instruction, no memory round trips) or "dram" (each of its
+    # SOFTMAX_PASSES is a command of its own that reads and writes the tensor through the
+    # DRAM port, as Ethos-U55 runs softmax as a chain of elementwise operations on its arena).
+    softmax_passes_in: str = "sram"
 
     def __post_init__(self) -> None:
         if self.dram_burst_bytes <= 0:

@@ -7,9 +7,11 @@ same functions. What differs between the two sides (overlap between units, stall
 tokens, the schedule) is what the tests that compare them are about. docs/isa.md gives
 each formula in prose; docs/targets.md defines every figure.
 
-Every instruction but END costs issue_cycles + its work. Scratchpad traffic: a unit moves at
-most sram_bytes_per_cycle bytes of SRAM a cycle (no limit when the target leaves it out), so
-an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
+Every instruction but END costs issue_cycles + its work; with issue_order = "before_wait"
+the issue may run while the instruction waits on its tokens (`issue_overlap`). Scratchpad
+traffic: a unit moves at most sram_bytes_per_cycle bytes of SRAM a cycle (no limit when the
+target leaves it out), so an instruction's work is at least ceil(its SRAM bytes /
+sram_bytes_per_cycle).
 
     DMA     dram_latency_cycles + max(DRAM side, SRAM side): DRAM side
             ceil(bursts * dram_burst_bytes / dram_bytes_per_cycle), bursts = sum over the
@@ -17,8 +19,10 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
             the SRAM-side runs of ceil(run / min(dram_bytes_per_cycle, sram_bytes_per_cycle));
             a transfer of the constant region (region = 1) on a target with weights_in =
             "flash" takes flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes
-    MAC     blocks * max(pixels', mac_weight_load_cycles) + mac_weight_load_cycles
-            + mac_rows + mac_cols; a block is one rows x cols weight tile of one kernel tap;
+    MAC     mac_weight_load_cycles + (blocks - 1) * max(pixels', mac_weight_load_cycles)
+            + pixels' + blocks * mac_fill_cycles + mac_rows + mac_cols (the first block's
+            load, every block streaming while the next loads, the last with no load behind
+            it); a block is one rows x cols weight tile of one kernel tap;
             pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
             groups share a block (depthwise). SRAM bytes: the input once per column block,
             the weights, the int32 output (twice when accumulating) and the biases
@@ -33,8 +37,10 @@ an instruction's work is at least ceil(its SRAM bytes / sram_bytes_per_cycle).
             out pixels counted in whole vector_pool_block_h x vector_pool_block_w blocks;
             softmax three passes over rows * ceil(depth / lanes) vectors (max at the clip
             rate, table + sum at the lut rate, multiply + requantise at the mul rate) plus
-            SOFTMAX_RECIPROCAL_CYCLES per row; SRAM bytes 3 reads + 1 write per element and
-            the 1 KiB table
+            vector_reciprocal_cycles per row; SRAM bytes 3 reads + 1 write per element and
+            the 1 KiB table; with softmax_passes_in = "dram" each of its 4 passes also
+            pays issue_cycles and a read and a write of the tensor through the DRAM port
+            (`softmax_round_trip_cycles`)
 """
 
 from __future__ import annotations
@@ -242,16 +248,19 @@ def mac_cycles(
     accumulate: bool = False,
     bias: bool = False,
 ) -> int:
-    """Every block streams `pixels` through the array while the next block's weights load
-    (double-buffered): max(pixels, weight load) each; plus the first load, fill and drain.
-    Blocks shared by several groups (depthwise) take mac_grouped_pixels_per_cycle pixels a
-    cycle. At least the scratchpad time of the bytes it reads and writes (mac_sram_bytes)."""
+    """The first block's weights load; then every block streams `pixels` through the array
+    while the next block's weights load (double-buffered): max(pixels, weight load) each,
+    but the last, with no load behind it, only its pixels; every block's pipeline fill
+    (mac_fill_cycles); the array's fill and drain (rows + cols). Blocks shared by several
+    groups (depthwise) take mac_grouped_pixels_per_cycle pixels a cycle. At least the
+    scratchpad time of the bytes it reads and writes (mac_sram_bytes)."""
     blocks = mac_blocks(hw, groups, cin_g, cout_g) * taps
     load = hw.mac_weight_load_cycles
     streamed = pixels
     if groups_per_block(hw, groups, cin_g, cout_g) > 1:
         streamed = ceil_div(pixels, hw.mac_grouped_pixels_per_cycle)
-    compute = blocks * max(streamed, load) + load + hw.mac_rows + hw.mac_cols
+    stream = (blocks - 1) * max(streamed, load) + streamed + blocks * hw.mac_fill_cycles
+    compute = load + stream + hw.mac_rows + hw.mac_cols
     traffic = mac_sram_bytes(hw, groups, cin_g, cout_g, pixels, taps, accumulate, bias)
     return max(compute, _sram_cycles(hw, traffic))
 
@@ -361,6 +370,20 @@ def _mul(i: Mul, hw: Hardware) -> int:
 
 # One reciprocal per row: hw.vector_reciprocal_cycles (a radix-2 divider's 32 by default).
 SOFTMAX_TABLE_BYTES = 4 * 256
+# The passes of a softmax over its rows: the max, the exp table and sum, the rows'
+# reciprocals, the scale and requantisation (docs/softmax.md).
+SOFTMAX_PASSES = 4
+
+
+def softmax_round_trip_cycles(hw: Hardware, elements: int) -> int:
+    """What softmax_passes_in = "dram" adds to a softmax of `elements` (rows x depth bytes):
+    each of its SOFTMAX_PASSES is a command of its own (issue_cycles) that reads the tensor
+    and writes it back through the DRAM port, each way its latency and
+    ceil(elements / dram_bytes_per_cycle). 0 with the passes in the scratchpad ("sram")."""
+    if hw.softmax_passes_in != "dram":
+        return 0
+    one_way = hw.dram_latency_cycles + ceil_div(elements, hw.dram_bytes_per_cycle)
+    return SOFTMAX_PASSES * (hw.issue_cycles + 2 * one_way)
 
 
 def _softmax(i: Softmax, hw: Hardware) -> int:
@@ -370,7 +393,8 @@ def _softmax(i: Softmax, hw: Hardware) -> int:
         for rate in (hw.vector_clip_per_cycle, hw.vector_lut_per_cycle, hw.vector_mul_per_cycle)
     )
     compute = passes + i.rows * hw.vector_reciprocal_cycles
-    return max(compute, _sram_cycles(hw, 4 * i.rows * i.depth + SOFTMAX_TABLE_BYTES))
+    work = max(compute, _sram_cycles(hw, 4 * i.rows * i.depth + SOFTMAX_TABLE_BYTES))
+    return work + softmax_round_trip_cycles(hw, i.rows * i.depth)
 
 
 def _pool(i: MaxPool | AvgPool, hw: Hardware) -> int:
@@ -399,6 +423,15 @@ CYCLES: dict[Opcode, Callable[[Instruction, Hardware], int]] = {
     Opcode.AVGPOOL: _pool,
     Opcode.END: lambda i, hw: 0,
 }
+
+
+def issue_overlap(hw: Hardware) -> int:
+    """Cycles of an instruction's issue that may run before its tokens are in: all of
+    issue_cycles with issue_order = "before_wait" (the issue overlaps the wait), else none.
+    An instruction then starts at max(its unit free, its last token - this) and its work (its
+    memory accesses) issue_cycles later: the rule of the simulator's schedule
+    (vpuc.sim.timing), its race check (vpuc.sim.hazards) and the estimate (estimate.py)."""
+    return hw.issue_cycles if hw.issue_order == "before_wait" else 0
 
 
 def instruction_cycles(instruction: Instruction, hw: Hardware) -> int:

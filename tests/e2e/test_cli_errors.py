@@ -109,11 +109,20 @@ def test_unknown_target(vpuc, zoo_dir, tmp_path):
     assert not (tmp_path / "o.vpub").exists()
 
 
-def test_bad_target_file_names_key(vpuc, zoo_dir, tmp_path):
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("sram_bytes = -1", "hardware.sram_bytes"),
+        ('issue_order = "sometimes"', "hardware.issue_order"),
+        ("mac_fill_cycles = -2", "hardware.mac_fill_cycles"),
+        ('softmax_passes_in = "flash"', "hardware.softmax_passes_in"),
+    ],
+)
+def test_bad_target_file_names_key(vpuc, zoo_dir, tmp_path, line, key):
     bad = tmp_path / "t.toml"
-    bad.write_text('[target]\nname = "t"\ninherit = "vpu"\n[hardware]\nsram_bytes = -1\n')
+    bad.write_text(f'[target]\nname = "t"\ninherit = "vpu"\n[hardware]\n{line}\n')
     result = vpuc("compile", zoo_dir / "tinyconvnet.onnx", "--target", bad, "-o", tmp_path / "o.vpub")
-    _assert_user_error(result, "t.toml", "hardware.sram_bytes")
+    _assert_user_error(result, "t.toml", key)
 
 
 @pytest.fixture(scope="module")

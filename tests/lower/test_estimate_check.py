@@ -1,21 +1,28 @@
 """The compile-time estimate as an independent check of the simulator: on the anchors'
-tinyconv (Vela's calibration model, both u55-256 memory modes), the zoo's tinyconvnet on
-`vpu` and its mobilenet_mini on `vpu` (depthwise tiles split between the MAC array and the
-vector unit's vconv), the estimate is within 4% of the simulated cycles; with the MAC cost,
-or vconv's, changed in the simulator alone (the estimate still reads targets/isa/cost.py),
-the same check fails: it can see a cost that differs between the two sides."""
+tinyconv and resnet8 (Vela's calibration models, both u55-256 memory modes), every zoo model
+on u55-256 and u55-256-sram (issue before the wait, the MAC fill per block, softmax's passes
+through DRAM), the zoo's tinyconvnet on `vpu` and its mobilenet_mini on `vpu` (depthwise
+tiles split between the MAC array and the vector unit's vconv), the estimate is within 4% of
+the simulated cycles; with the MAC cost, or vconv's, changed in the simulator alone (the
+estimate still reads targets/isa/cost.py), the same check fails: it can see a cost that
+differs between the two sides. The anchors are ../shared/anchors beside the checkout, or
+$VPUC_ANCHORS."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from vpuc.compiler.driver import CompileOptions, prepare_model
+from vpuc.examples import zoo
 from vpuc.sim import Opcode, Simulator
 
-ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "tinyconv" / "tinyconv_int8_qdq.onnx"
+ANCHORS = Path(os.environ.get("VPUC_ANCHORS", Path(__file__).resolve().parents[3] / "shared" / "anchors"))
+ANCHOR = ANCHORS / "tinyconv" / "tinyconv_int8_qdq.onnx"
+U55 = ("u55-256", "u55-256-sram")
 TOLERANCE = 0.04
 
 
@@ -53,6 +60,24 @@ def test_the_estimate_on_the_anchor(target):
     computed = [layer for layer in layers if layer["op"] != "reshape"]
     roles = [row["role"] for row in prepared.programs[0].dram_map]
     assert roles.count("intermediate") == len(computed) - 1, (roles, [layer["op"] for layer in layers])
+
+
+@pytest.mark.skipif(not ANCHOR.is_file(), reason="the anchors (../shared/anchors) are not on this machine")
+@pytest.mark.parametrize("target", U55)
+def test_the_estimate_on_resnet8(target):
+    model = ANCHORS / "resnet8" / "resnet8_int8_qdq.onnx"
+    errors = _errors(prepare_model(model, target, CompileOptions(calib_synthetic=4)))
+    print(target, [f"{e:+.3f}" for e in errors])
+    assert errors and all(abs(e) <= TOLERANCE for e in errors), errors
+
+
+@pytest.mark.parametrize("target", U55)
+@pytest.mark.parametrize("name", list(zoo.MODELS))
+def test_the_estimate_on_the_zoo_on_u55(zoo_dir, name, target):
+    prepared = prepare_model(zoo_dir / f"{name}.onnx", target, CompileOptions(calib_synthetic=4))
+    errors = _errors(prepared)
+    print(name, target, [f"{e:+.3f}" for e in errors])
+    assert all(abs(e) <= TOLERANCE for e in errors), errors
 
 
 def test_a_cost_changed_in_the_simulator_alone_fails_the_check(zoo_tinyconvnet, monkeypatch):

@@ -5,20 +5,22 @@ band read again for the second chunk), the third tile's input band loads as soon
 first tile's MAC has freed its slot, not after that tile's requantisation and store, so the
 MAC array waits only for the second chunk's weights.
 
-By hand, from targets/u55-256.toml (issue 8; flash 1 B/cycle, latency 64, 128-byte bursts;
-SRAM port 8 B/cycle, latency 32; a MAC block of 16x16 per tap, weight load 16, fill and
-drain 16 + 16):
+By hand, from targets/u55-256.toml (issue 8, paid while an instruction waits on its tokens;
+flash 1 B/cycle, latency 64, 128-byte bursts; SRAM port 8 B/cycle, latency 32; a MAC block
+of 16x16 per tap, weight load 16, pipeline fill 2 per block, fill and drain 16 + 16):
 - a weight chunk: 16 x 3 x 3 x 16 = 2304 B + 16 x 4 B bias + 16 x 8 B params = 2496 B,
   20 bursts: 8 + 64 + 2560 = 2632 cycles; the second streams right after the first (two
   flash transfers in flight): it ends at 2632 + 2560 = 5192;
 - an input band of 17 rows (8 output rows at stride 2, and the kernel's halo) x 32 x 16 =
   8704 B: 8 + 32 + 1088 = 1128 cycles;
-- a MAC over 8 x 16 output pixels: 9 taps x 128 + 16 + 16 + 16 + 8 = 1208 cycles; the first
-  starts when the first chunk is in (2632) and ends at 3840, the second ends at 5048.
-The third tile's band (slot 0 again) starts when the first MAC ends, 3840, and ends at
-4968; its MAC starts when the second chunk is in, 5192. Behind the first tile's store
-(taken after that tile's 1032-cycle requantisation, at 4872) the band started at 4880,
-its data followed the store's on the port, and the MAC waited for it until 6512."""
+- a MAC over 8 x 16 output pixels: 9 taps x (128 + 2) + 16 + 16 + 16 + 8 = 1226 cycles;
+  the first is issued 8 cycles before the first chunk is in (2632), starts at 2624 and ends
+  at 3850, the second ends at 5076.
+The third tile's band (slot 0 again) is issued 8 cycles before the first MAC ends: it
+starts at 3842 and ends at 3842 + 1128 = 4970; its MAC starts 8 cycles before the second
+chunk is in, 5184. Behind the first tile's store (taken after that tile's 1032-cycle
+requantisation) the band would have started some 1000 cycles later, its data following
+the store's on the port, and the MAC would have waited for it."""
 
 from __future__ import annotations
 
@@ -43,5 +45,5 @@ def test_an_input_band_loads_ahead_of_an_earlier_tiles_store():
              and not i.region]  # fmt: skip
     stores = [pc for pc, i in enumerate(instructions) if isinstance(i, Dma) and i.opcode == Opcode.STORE]
     assert bands[2] < stores[0]  # in program order
-    assert [timeline.start[pc] for pc in macs[:3]] == [2632, 3840, 5192]
-    assert (timeline.start[bands[2]], timeline.end[bands[2]]) == (3840, 4968)
+    assert [timeline.start[pc] for pc in macs[:3]] == [2624, 3850, 5184]
+    assert (timeline.start[bands[2]], timeline.end[bands[2]]) == (3842, 4970)

@@ -3,7 +3,9 @@ figures: the issue cost, a scratchpad-bound MAC, a scratchpad-bound vector op, a
 bandwidth-bound DMA, depthwise pixels per cycle, vector throughput per kind, and weights
 read from flash (Vela's Shared_Sram) against the same load from DRAM, flash on its own
 port beside DRAM's, transfers retiring in order, and outstanding transfers overlapping
-their latency (a DMA-bound program where that saves 70.6%), and softmax's reciprocal."""
+their latency (a DMA-bound program where that saves 70.6%), softmax's reciprocal and its
+passes through DRAM, the last weight block's pixels, the MAC pipeline fill per block, and
+the issue cost paid before the wait on a token."""
 
 from __future__ import annotations
 
@@ -191,12 +193,78 @@ def test_softmax_pays_the_targets_reciprocal_per_row():
         result = Simulator(target).run([table, softmax, End()], image)
         return result.timeline.end[1] - result.timeline.start[1]
 
-    # u55-256: 2 rows of 10 = 2 vectors of 16 lanes, three passes at 4 (max), 1 (table) and
-    # 8/9 (mul) elements a cycle: 8 + 32 + 36 = 76; 2 reciprocals of 376 (Vela's chain of a
-    # CLZ and 20 one-element ops); issue 8. SRAM: 80 + 1024 B at 32 B/cycle = 35, less.
-    assert span(u55) == 8 + 76 + 2 * 376
+    # u55-256 with its passes in the scratchpad: 2 rows of 10 = 2 vectors of 16 lanes, three
+    # passes at 4 (max), 1 (table) and 8/9 (mul) elements a cycle: 8 + 32 + 36 = 76; 2
+    # reciprocals of 376 (Vela's chain of a CLZ and 20 one-element ops); issue 8. SRAM: 80 +
+    # 1024 B at 32 B/cycle = 35, less.
+    in_sram = dataclasses.replace(u55, hardware=dataclasses.replace(u55.hardware, softmax_passes_in="sram"))
+    assert span(in_sram) == 8 + 76 + 2 * 376
     # a radix-2 divider's 32 cycles instead
     divider = dataclasses.replace(
-        u55, hardware=dataclasses.replace(u55.hardware, vector_reciprocal_cycles=32)
+        u55, hardware=dataclasses.replace(in_sram.hardware, vector_reciprocal_cycles=32)
     )
     assert span(divider) == 8 + 76 + 2 * 32
+
+
+def test_softmax_passes_through_dram_pay_a_command_and_a_round_trip_each():
+    u55 = load_target("u55-256")
+    assert u55.hardware.softmax_passes_in == "dram"
+    image = np.full(256, 1 << 20, np.int32).view(np.uint8)
+    table = Dma(opcode=Opcode.LOAD, dram=0, sram=1024, row_bytes=1024, signal=1)
+    softmax = Softmax(src=0, dst=64, table=1024, rows=2, depth=10, wait=1)
+    result = Simulator(u55).run([table, softmax, End()], image)
+    span = result.timeline.end[1] - result.timeline.start[1]
+    # as above in the scratchpad (8 + 76 + 2 x 376 = 836), then 4 passes (max, exp + sum,
+    # reciprocal, scale) each a command (issue 8) reading and writing the 20-byte tensor
+    # through the 8 B/cycle DRAM port with 32 cycles of latency each way: 4 x (8 + 2 x (32 + 3))
+    assert span == 836 + 4 * (8 + 2 * (32 + 3))
+
+
+def test_a_single_block_pays_no_weight_load_after_its_pixels():
+    # 1x1 conv, 16 -> 16 channels, 4 pixels: one block. First load 16, its 4 pixels (no load
+    # behind it), fill and drain 32: 52. (Charged max(4, 16) for the last block, it was 64.)
+    conv = Conv(src=0, weights=8192, dst=16384, in_h=2, in_w=2, in_c=16, out_c=16)
+    assert cycles(with_figures(), conv) == 16 + 4 + 32
+    # 64 -> 16 channels: 4 blocks; the first three stream their 4 pixels while the next
+    # block's weights load (16 each), the last only its pixels: 16 + 3 x 16 + 4 + 32
+    wide = Conv(src=0, weights=8192, dst=16384, in_h=2, in_w=2, in_c=64, out_c=16)
+    assert cycles(with_figures(), wide) == 16 + 3 * 16 + 4 + 32
+
+
+def test_every_weight_block_pays_the_mac_pipeline_fill():
+    wide = Conv(src=0, weights=8192, dst=16384, in_h=2, in_w=2, in_c=64, out_c=16)
+    # as above (100), plus 2 cycles of fill for each of the 4 blocks
+    assert cycles(with_figures(mac_fill_cycles=2), wide) == 100 + 4 * 2
+    assert cycles(with_figures(mac_fill_cycles=0), wide) == 100
+
+
+def test_the_issue_overlaps_the_wait_before_wait():
+    # a 64-byte load (latency 64 + 4 = 68 cycles of work, issue 5) and an add waiting on it
+    # (2 cycles of work, issue 5). After the wait: 5 + 68, then 5 + 2 = 80. Before the wait:
+    # the add's issue runs during the load, its work starts when the load ends: 73 + 2 = 75.
+    load = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=64, signal=1)
+    add = Add(src_a=0, src_b=64, dst=128, count=64, scale_a=1.0, scale_b=1.0, wait=1)
+    after = with_figures(issue_cycles=5)
+    before = with_figures(issue_cycles=5, issue_order="before_wait")
+    assert cycles(after, load, add) == 5 + 68 + 5 + 2
+    assert cycles(before, load, add) == 5 + 68 + 2
+    # the add reads the load's bytes: its accesses begin after the load has ended (no race),
+    # its start is its issue's, 5 cycles before
+    result = Simulator(before).run([load, add, End()])
+    assert result.timeline.start[1] == 73 - 5 and result.timeline.issue_overlap == 5
+    # with nothing to wait for, the issue is paid in full either way
+    free_add = dataclasses.replace(add, wait=0)
+    assert cycles(before, free_add) == cycles(after, free_add) == 5 + 2
+
+
+def test_the_race_check_sees_an_overlapped_issue_touch_nothing():
+    # the add reads what the load writes, without a token: a race in either issue order,
+    # reported from the cycle its accesses begin (after its 5 cycles of issue)
+    load = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=64)
+    add = Add(src_a=0, src_b=64, dst=128, count=64, scale_a=1.0, scale_b=1.0)
+    import pytest
+
+    from vpuc.sim.errors import SimError
+
+    with pytest.raises(SimError, match="from cycle 5,"):
+        Simulator(with_figures(issue_cycles=5, issue_order="before_wait")).run([load, add, End()])

@@ -1,6 +1,7 @@
 """Target files whose timing figures contradict each other are refused with one line that
 names the key: a zero bandwidth, a vector rate above the lanes, weights placed in a flash
-the target does not have, an unknown region; and a target's JSON form round-trips."""
+the target does not have, an unknown region, a negative pipeline fill, an unknown issue
+order or softmax home; and a target's JSON form round-trips."""
 
 from __future__ import annotations
 
@@ -35,6 +36,17 @@ def _target(tmp_path, hardware: str):
         ("flash_bytes_per_cycle = 0", r"t.toml: hardware.flash_bytes_per_cycle: 0 is out of range"),
         ("dram_outstanding = 0", r"t.toml: hardware.dram_outstanding: 0 is out of range"),
         ("flash_outstanding = 2", r"t.toml: hardware.flash_outstanding: transfers in flight on a flash port"),
+        ("mac_fill_cycles = -1", r"t.toml: hardware.mac_fill_cycles: -1 is out of range"),
+        ('mac_fill_cycles = "2"', r"t.toml: hardware.mac_fill_cycles: must be an integer"),
+        (
+            'issue_order = "during"',
+            r"t.toml: hardware.issue_order: 'during' is not one of after_wait, before_wait",
+        ),
+        (
+            'softmax_passes_in = "flash"',
+            r"t.toml: hardware.softmax_passes_in: 'flash' is not one of sram, dram",
+        ),
+        ("softmax_passes_in = 1", r"t.toml: hardware.softmax_passes_in: must be a string"),
     ],
 )
 def test_contradictory_figures_name_the_key(tmp_path, hardware, message):

@@ -10,7 +10,9 @@ instructions themselves, with the exact token waits. tests/lower/test_zoo_progra
 the two within 4% on every zoo subgraph, tests/lower/test_estimate_check.py on the anchors
 too, and shows that a cost changed on the simulator's side alone breaks that. DMA events
 run their transfers through the ISA's port rule (targets/isa/cost.py `DmaPorts`), as the
-simulator does: transfers on two ports, or several in flight on one, overlap.
+simulator does: transfers on two ports, or several in flight on one, overlap. With
+issue_order = "before_wait" an event's issue runs while it waits on the events before it
+(targets/isa/cost.py `issue_overlap`), as an instruction's does in the simulator.
 
     pipeline(events, deps, clock) -> (finish times, clock after)
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vpuc.targets.isa.cost import DmaPorts
+from vpuc.targets.isa.cost import DmaPorts, issue_overlap
 from vpuc.targets.isa.formats import Unit
 from vpuc.targets.model import Hardware
 
@@ -70,12 +72,12 @@ def pipeline(
     With `transfers` (a DMA event's (port, cycles) per instruction) and `hw`, DMA events
     run their transfers on the DMA unit's ports; else each event holds its unit `cycles`."""
     end = [0] * len(units)
+    overlap = issue_overlap(hw) if hw is not None else 0
     for i in order(keys):
-        start = clock.free[units[i]]
+        ready = max((end[d] for d in deps[i]), default=0)
         if waits is not None:
-            start = max(start, waits[i])
-        for d in deps[i]:
-            start = max(start, end[d])
+            ready = max(ready, waits[i])
+        start = max(clock.free[units[i]], ready - overlap)  # the issue may overlap the wait
         if transfers is not None and hw is not None and units[i] == Unit.DMA and transfers[i]:
             ports = clock.dma_ports(hw)
             end[i] = start
