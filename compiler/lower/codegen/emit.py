@@ -26,11 +26,12 @@ from vpuc.compiler.lower.codegen.residency import Placement, place
 from vpuc.compiler.lower.codegen.sync import synchronise
 from vpuc.compiler.lower.codegen.tiling import Context
 from vpuc.compiler.lower.errors import LowerError, SramError
-from vpuc.targets import Target
+from vpuc.targets import Target, roofline
 from vpuc.targets.isa.asm import disassemble
 from vpuc.targets.isa.attribution import charge_layers
 from vpuc.targets.isa.formats import End, Instruction, IsaError
 from vpuc.targets.isa.program import Program
+from vpuc.targets.roofline import Work, vector_cycles
 
 ATTEMPTS = (
     (1.0, True),
@@ -221,6 +222,7 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
                 "dram_read_bytes": plan.dram_read_bytes,
                 "dram_write_bytes": plan.dram_write_bytes,
                 "tiling": plan.choice,
+                "roofline": roofline.to_json(target.hardware, layer_work(plan, subgraph, target)),
             }
         )
     for layer, (charged, _) in zip(layers, charge_layers(spans), strict=True):
@@ -240,6 +242,24 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
         "sram_peak_bytes": sram_peak,
         "spilled_tensors": list(placement.spilled),
     }
+
+
+def layer_work(plan: OpPlan, subgraph, target: Target) -> Work:
+    """The work of one layer no program can skip (targets/roofline.py): its MACs, its weight
+    blob once and its input and output where they cross DRAM (the subgraph's boundary), its
+    vector work at the target's rates."""
+    op = plan.op
+    boundary = set(subgraph.inputs) | set(subgraph.outputs)
+    crossing = sum(subgraph.tensors[t].nbytes for t in {*op.inputs, op.output} if t in boundary)
+    weights = sum(len(data) for _, data in plan.blob)
+    kind = "mac" if isinstance(op, vops.MAC_OPS) else op.kind
+    taps = op.kernel[0] * op.kernel[1] if isinstance(op, vops.Pool) else 1
+    vector = vector_cycles(target.hardware, kind, subgraph.tensors[op.output].nbytes, taps)
+    depthwise = 0
+    if isinstance(op, vops.Conv) and op.groups > 1:
+        channels = subgraph.tensors[op.inputs[0]].nhwc[3]
+        depthwise = plan.macs if op.groups == channels == op.weights.shape[0] else 0
+    return Work(plan.macs, depthwise, weights + crossing, vector)
 
 
 def _checkpoints(subgraph, placement: Placement, storages, program: Program) -> dict[str, Any]:
