@@ -2,8 +2,9 @@
 asymmetric padding, quantised by onnxruntime's quantize_static (QDQ, per-channel weights),
 compiled for each VPU target with the input NCHW and NHWC, run on the simulator and checked
 against onnxruntime's QDQ reference (`vpuc run --check`: the gathered patches and the 1x1
-conv over them, or the gathered kernel rows and the 1 x kw conv over them, give the conv's
-int32 sums exactly). The report names the layer's lowering."""
+conv over them, the gathered kernel rows and the 1 x kw conv over them, or the band in place
+read as a column window by a kh x 1 conv, give the conv's int32 sums exactly). The report
+names the layer's lowering."""
 
 from __future__ import annotations
 
@@ -61,18 +62,20 @@ def _qdq(model: onnx.ModelProto, shape, tmp_path):
 LABELS = {
     "patches": lambda channels: f"im2col (K {channels * 40})",
     "rows": lambda channels: f"im2col of kernel rows ({channels * 10} channels, 1x4 kernel)",
+    "columns": lambda channels: f"column window in place ({channels * 4} channels, 10x1 kernel)",
 }
+# the column window reads pixels whose channels are adjacent: channels-last, or one channel
+CASES = [(mode, channels, nhwc) for mode in LABELS for channels in (1, 3) for nhwc in (False, True)
+         if mode != "columns" or nhwc or channels == 1]  # fmt: skip
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("mode", ["patches", "rows"])
-@pytest.mark.parametrize("channels", [1, 3])
-@pytest.mark.parametrize("nhwc", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("mode,channels,nhwc", CASES)
 def test_a_few_channel_first_conv_runs_as_im2col_and_matches_onnxruntime(
     vpuc, tmp_path, monkeypatch, target, mode, channels, nhwc
 ):
     """Each im2col wherever it applies (the estimate prefers one of them, or the conv
-    itself), so that both gathers are checked on every target and layout."""
+    itself), so that every gather is checked on every target and layout."""
     monkeypatch.setattr(tile_im2col, "CHOOSE", mode)
     model, shape = _first_conv_model(channels, nhwc)
     qdq_path = _qdq(model, shape, tmp_path)

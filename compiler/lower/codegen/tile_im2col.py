@@ -1,6 +1,6 @@
 """First-layer im2col: a conv with few input channels as a DMA gather of its patches and a
-1x1 conv over them (or of its kernel rows and a 1 x kw conv), when the estimate finds it
-faster than the conv itself.
+1x1 conv over them (or of its kernel rows and a 1 x kw conv, or its band read in place as a
+column window by a kh x 1 conv), when the estimate finds it faster than the conv itself.
 
     conv(x, W[o, ky, kx, c])  =  conv1x1(patches(x), W'[o, 0, 0, k])
 
@@ -24,8 +24,17 @@ dilation. tile_mac.py tiles the 1x1 conv (bands, channel chunks, weights) as any
 The im2col of kernel rows (RowGather) gathers only the kh rows: tile pixel (y, x) holds input
 column x of them (kh*C bytes), and a 1 x kw conv with the conv's own horizontal stride and
 padding runs over it (ceil(kh*C / mac_rows) * kw blocks). Its loads move whole input rows
-(runs of C bytes, 1 for NCHW) and need no edge loads. plan_conv plans the conv and each
-im2col that applies and keeps the fastest by the estimate (docs/partition.md).
+(runs of C bytes, 1 for NCHW) and need no edge loads.
+
+The column window (ColumnWindow) gathers nothing: the band is loaded as it is, whole rows
+of W*C bytes, into a tile whose rows hold the left and right padding (the zero point, by
+the clip), and a kh x 1 conv reads it in place with pixel stride C and in_c = kw*C, so that
+its pixel x is the kw input pixels x .. x+kw-1 side by side (src_stride below in_c,
+docs/isa.md): ceil(kw*C / mac_rows) * kh blocks, as the kernel rows' gather, for the DMA
+cost of the conv's own band load. Channels-last inputs (or one channel) only.
+
+plan_conv plans the conv and each im2col that applies and keeps the fastest by the
+estimate (docs/partition.md).
 """
 
 from __future__ import annotations
@@ -43,8 +52,8 @@ from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.formats import Clip, Opcode
 
-# "estimate": the fastest of the conv and its im2cols; "patches" or "rows": that im2col
-# whenever it applies (tests of its arithmetic on every target and layout); "conv": never.
+# "estimate": the fastest of the conv and its im2cols; "patches", "rows" or "columns": that
+# im2col whenever it applies (tests of its arithmetic on every target and layout); "conv": never.
 CHOOSE = "estimate"
 
 
@@ -85,11 +94,18 @@ class Gather:
         """(pixels per tile row, bytes per pixel) of the tile the gather writes."""
         return self.out[1], self.patch_bytes
 
+    # (src_stride, src_row_stride) of the conv over the tile: dense
+    in_place = (0, 0)
+
+    def band_bytes(self, rows: int) -> int:
+        """Tile bytes of `rows` rows."""
+        return rows * self.tile_shape[0] * self.tile_shape[1]
+
     def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
         specs = self.specs(n, rows, tile)
         writes = [(tile.base, tile.slot)]
         if self.padded(rows):
-            count = (rows[1] - rows[0]) * self.tile_shape[0] * self.tile_shape[1]
+            count = self.band_bytes(rows[1] - rows[0])
             zp = self.zero_point
             fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
             ev.add("vector", [fill], key - 0.25, writes=writes)
@@ -222,13 +238,57 @@ class RowGather(Gather):
         return found
 
 
+@dataclass(frozen=True)
+class ColumnWindow(Gather):
+    """The kernel columns in place: the input band is loaded as it is (whole rows, one run
+    each) into a tile padded left and right with the zero point, and a kh x 1 conv reads it
+    with pixel stride C and in_c = kw*C, so that its pixel x is the kw input pixels
+    x .. x+kw-1 side by side (docs/isa.md, "conv"); the OHWI weights are already in that
+    order. Called with input rows (the conv's halo), not output rows."""
+
+    kind = "columns"
+
+    @property
+    def padded_width(self) -> int:
+        return self.view.shape[2] + self.pads[1] + self.pads[3]
+
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        """(pixels per tile row, bytes per pixel) as the conv reads the tile."""
+        return self.padded_width - self.kernel[1] + 1, self.kernel[1] * self.channels
+
+    @property
+    def in_place(self) -> tuple[int, int]:
+        return self.channels, self.padded_width * self.channels
+
+    def band_bytes(self, rows: int) -> int:
+        return rows * self.padded_width * self.channels
+
+    def padded(self, rows: tuple[int, int]) -> bool:
+        return self.pads[1] > 0 or self.pads[3] > 0
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        """One load: input rows `rows`, each W*C contiguous bytes, into the tile's rows."""
+        view, (r0, r1) = self.view, rows
+        _, height, width, depth = view.shape
+        if view.nchw:  # one channel: the same bytes as channels-last
+            dram = Addr(view.storage, view.offset + (n * height + r0) * width)
+        else:
+            dram = Addr(view.storage, view.pixel_offset(n, r0))
+        sram = tile + self.pads[1] * depth
+        row_bytes, pitch = width * depth, self.padded_width * depth
+        if r1 - r0 == 1 or row_bytes == pitch:
+            return [_dma(Opcode.LOAD, dram, sram, (r1 - r0) * row_bytes)]
+        return [_dma(Opcode.LOAD, dram, sram, row_bytes, r1 - r0, self.pitch, pitch)]
+
+
 def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
     """The conv's own tiling, or an im2col of it when the estimate finds that faster."""
     try:
         direct = tile_mac.plan_mac(op, ctx)
     except LowerError:
         direct = None
-    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx)) if g is not None]
+    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx), columns_of(op, ctx)) if g is not None]
     if CHOOSE != "estimate":
         gathers = [g for g in gathers if (g.kind == CHOOSE)]
     candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
@@ -248,7 +308,14 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
     """The 1x1 conv (patches) or 1 x kw conv (rows) over the gathered tile, tiled."""
     shape = tile_mac.shape_of(op, ctx)
     (_, kw), (_, sw), (_, left, _, right) = op.kernel, op.strides, op.padding
-    if isinstance(gather, RowGather):
+    h = shape.oh
+    if isinstance(gather, ColumnWindow):
+        (kh, _), (sh, _), (top, _, bottom, _) = op.kernel, op.strides, op.padding
+        kernel, strides, pads = (kh, 1), (sh, sw), (top, 0, bottom, 0)
+        weights = op.weights.reshape(op.out_channels, kh, 1, -1)
+        label = f"column window in place ({gather.tile_shape[1]} channels, {kh}x1 kernel)"
+        h = shape.h
+    elif isinstance(gather, RowGather):
         kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
         weights = op.weights.transpose(0, 2, 1, 3).reshape(op.out_channels, 1, kw, -1)
         label = f"im2col of kernel rows ({gather.tile_shape[1]} channels, 1x{kw} kernel)"
@@ -257,7 +324,7 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
         weights = op.weights.transpose(0, 3, 1, 2) if gather.view.nchw else op.weights
         weights = weights.reshape(op.out_channels, 1, 1, -1)
         label = f"im2col (K {gather.patch_bytes})"
-    flat = replace(shape, h=shape.oh, w=gather.tile_shape[0], cin=gather.tile_shape[1])
+    flat = replace(shape, h=h, w=gather.tile_shape[0], cin=gather.tile_shape[1])
     flat = replace(flat, kernel=kernel, strides=strides, pads=pads)
     one = replace(op, weights=np.ascontiguousarray(weights), strides=strides, padding=pads)
     try:
@@ -298,3 +365,17 @@ def rows_of(op, ctx: Context) -> RowGather | None:
     if kh == 1 or kh * channels > 0xFFFF or -(-kh * channels // rows) >= kh * -(-channels // rows):
         return None
     return RowGather(**{f.name: getattr(found, f.name) for f in fields(Gather)})
+
+
+def columns_of(op, ctx: Context) -> ColumnWindow | None:
+    """The column window of `op` when it applies (as gather_of, channels-last or one
+    channel) and kw*C fills the array's rows better than C does; else None."""
+    found = gather_of(op, ctx, check_rows=False)
+    if found is None:
+        return None
+    rows, kw, channels = ctx.hw.mac_rows, found.kernel[1], found.channels
+    if found.view.nchw and channels > 1:  # the pixels' channels are not adjacent
+        return None
+    if kw == 1 or kw * channels > 0xFFFF or -(-kw * channels // rows) >= kw * -(-channels // rows):
+        return None
+    return ColumnWindow(**{f.name: getattr(found, f.name) for f in fields(Gather)})
