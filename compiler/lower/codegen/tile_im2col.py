@@ -31,7 +31,9 @@ of W*C bytes, into a tile whose rows hold the left and right padding (the zero p
 the clip), and a kh x 1 conv reads it in place with pixel stride C and in_c = kw*C, so that
 its pixel x is the kw input pixels x .. x+kw-1 side by side (src_stride below in_c,
 docs/isa.md): ceil(kw*C / mac_rows) * kh blocks, as the kernel rows' gather, for the DMA
-cost of the conv's own band load. Channels-last inputs (or one channel) only.
+cost of the conv's own band load. Channels-last inputs (or one channel) only. An input
+resident in SRAM (a later layer's: no DMA reaches it) gets the same tile from the vector
+unit (ColumnCopy: the zero-point fill, then one full-range clip a row).
 
 plan_conv plans the conv and each im2col that applies and keeps the fastest by the
 estimate (docs/partition.md).
@@ -282,6 +284,32 @@ class ColumnWindow(Gather):
         return [_dma(Opcode.LOAD, dram, sram, row_bytes, r1 - r0, self.pitch, pitch)]
 
 
+@dataclass(frozen=True)
+class ColumnCopy(ColumnWindow):
+    """The column window of an input resident in SRAM (the DMA reaches DRAM only): the
+    vector unit copies the band's rows into the padded tile, one clip of the full range a
+    row (W*C contiguous bytes: channels-last, pixels adjacent)."""
+
+    def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
+        writes = [(tile.base, tile.slot)]
+        if self.padded(rows):
+            zp = self.zero_point
+            count = self.band_bytes(rows[1] - rows[0])
+            fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
+            ev.add("vector", [fill], key - 0.25, writes=writes)
+        ev.add("vector", self.specs(n, rows, tile), key, writes=writes, tensors=[self.source])
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        view, pitch = self.view, self.in_place[1]
+        row_bytes = view.shape[2] * self.channels
+        found = []
+        for r in range(*rows):
+            src = Addr(view.storage, view.pixel_offset(n, r))
+            dst = tile + (r - rows[0]) * pitch + self.pads[1] * self.channels
+            found.append(Spec(Clip, dict(src=src, dst=dst, count=row_bytes, clamp_min=-128, clamp_max=127)))
+        return found
+
+
 def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
     """The conv's own tiling, or an im2col of it when the estimate finds that faster."""
     try:
@@ -313,7 +341,8 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
         (kh, _), (sh, _), (top, _, bottom, _) = op.kernel, op.strides, op.padding
         kernel, strides, pads = (kh, 1), (sh, sw), (top, 0, bottom, 0)
         weights = op.weights.reshape(op.out_channels, kh, 1, -1)
-        label = f"column window in place ({gather.tile_shape[1]} channels, {kh}x1 kernel)"
+        where = "of a resident input" if isinstance(gather, ColumnCopy) else "in place"
+        label = f"column window {where} ({gather.tile_shape[1]} channels, {kh}x1 kernel)"
         h = shape.h
     elif isinstance(gather, RowGather):
         kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
@@ -336,12 +365,13 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
     return plan
 
 
-def gather_of(op, ctx: Context, check_rows: bool = True) -> Gather | None:
+def gather_of(op, ctx: Context, check_rows: bool = True, resident: bool = False) -> Gather | None:
     """The gather of `op`'s patches when im2col applies (see the module's docstring) and
-    fills the array's rows better than the conv does; else None."""
+    fills the array's rows better than the conv does; else None. `resident`: an input in
+    SRAM too (the column window's copy)."""
     if not isinstance(op, vops.Conv) or op.groups != 1 or tuple(op.dilation) != (1, 1):
         return None
-    if not ctx.in_dram(op.inputs[0]):
+    if not resident and not ctx.in_dram(op.inputs[0]):
         return None
     view, rows = ctx.view(op.inputs[0]), ctx.hw.mac_rows
     (kh, kw), channels = op.kernel, view.shape[3]
@@ -369,8 +399,9 @@ def rows_of(op, ctx: Context) -> RowGather | None:
 
 def columns_of(op, ctx: Context) -> ColumnWindow | None:
     """The column window of `op` when it applies (as gather_of, channels-last or one
-    channel) and kw*C fills the array's rows better than C does; else None."""
-    found = gather_of(op, ctx, check_rows=False)
+    channel; an input resident in SRAM copied by the vector unit) and kw*C fills the
+    array's rows better than C does; else None."""
+    found = gather_of(op, ctx, check_rows=False, resident=True)
     if found is None:
         return None
     rows, kw, channels = ctx.hw.mac_rows, found.kernel[1], found.channels
@@ -378,4 +409,5 @@ def columns_of(op, ctx: Context) -> ColumnWindow | None:
         return None
     if kw == 1 or kw * channels > 0xFFFF or -(-kw * channels // rows) >= kw * -(-channels // rows):
         return None
-    return ColumnWindow(**{f.name: getattr(found, f.name) for f in fields(Gather)})
+    window = ColumnWindow if ctx.in_dram(op.inputs[0]) else ColumnCopy
+    return window(**{f.name: getattr(found, f.name) for f in fields(Gather)})

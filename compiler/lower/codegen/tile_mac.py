@@ -185,7 +185,7 @@ def _buffers(
         found["w"] = buffer(ctx, "w", sum(blocks), 1, prefetch=True)
     else:
         found["w"] = buffer(ctx, "w", max(blocks), 2 if len(blocks) > 1 else 1, prefetch=True)
-    if x_dram:
+    if x_dram or gather is not None:  # a tile of the input band
         loads = tiles * max(len(c.steps) for c in parts)
         in_rows = _in_rows(shape, rows)
         in_bytes = gather.band_bytes(in_rows) if gather is not None else in_rows * shape.w * in_c
@@ -347,6 +347,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     if isinstance(op, vops.Dense):  # its M rows are the pixels of the view, in order
         x_view, y_view = rows_view(x_view), rows_view(y_view)
     x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    tiled = x_dram or gather is not None  # the conv reads a tile of the input band
     parts = chunks(shape, choice)
     tile_list = _tiles(shape, choice, parts)
     bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list), gather)
@@ -376,7 +377,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
         for k, (c0, c1) in enumerate(chunk.steps):
             last = k == len(chunk.steps) - 1
             reads, tensors = [], []
-            if x_dram:
+            if tiled:
                 want = (n, i0, i1, c0, c1)
                 if want != current_in:
                     in_slot = ev.slot(bufs["in"])
@@ -414,7 +415,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                     if rows[0] >= rows[1]:
                         continue  # these kernel rows read only padding for this band
                     fields = _conv_fields(op, shape, pieces, p, rows, (c0, c1), chunk, src, strides,
-                                          i0, n, x_dram, x_view)  # fmt: skip
+                                          i0, n, tiled, x_view)  # fmt: skip
                     fields.update(
                         opcode=opcode,
                         weights=weights + piece_at[p],
@@ -504,14 +505,14 @@ def unit_rows(rows: tuple[int, int], vector: tuple[int, int], acc: str):
 
 
 def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, src, strides, i0, n,
-                 x_dram: bool, x_view: View) -> dict:  # fmt: skip
+                 tiled: bool, x_view: View) -> dict:  # fmt: skip
     """The geometry fields of one conv instruction: kernel rows pieces[p] over output `rows`
     of input channels `cin`, reading from `src` (the tile's first input row i0) with
     `strides` = (src_stride, src_row_stride), 0 for dense."""
     (kh, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
     (k0, k1), (c0, c1) = pieces[p].rows, cin
     p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
-    if x_dram:
+    if tiled:
         piece_src = src + (p0 - i0) * (strides[1] or shape.w * (c1 - c0))
     else:
         piece_src = src + (x_view.pixel_offset(n, p0) - x_view.pixel_offset(n, i0))
