@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,6 @@ from rich.table import Table
 from vpuc.compiler.driver import CompileOptions, prepare_model
 from vpuc.examples import zoo
 from vpuc.sim import Simulator
-from vpuc.targets import roofline
 
 GOALS = {"tinyconvnet": (1.25, 1.3), "resnet_mini": (1.25, 1.3), "mobilenet_mini": (3.0, None)}
 
@@ -81,14 +79,6 @@ def layer_rows(program, stats, hw) -> list[dict]:
     return rows
 
 
-def program_work(program) -> roofline.Work:
-    """A program's work: its layers' MACs and vector work, its weights once and its inputs
-    and outputs (the layers' compulsory bytes would count a tensor two layers share twice)."""
-    work = sum((roofline.from_json(layer["roofline"]) for layer in program.layers), roofline.Work())
-    boundary = sum(int(np.prod(b.shape)) for b in program.inputs + program.outputs)
-    return replace(work, compulsory_bytes=program.estimate["weight_bytes"] + boundary)
-
-
 def reason(layer: dict, measured, hw) -> str:
     """The main cause of a layer's distance from its bound, from its shape and tiling."""
     shape = layer.get("shape") or {}
@@ -130,11 +120,11 @@ def model_figures(name: str, target_name: str, workdir: Path) -> dict:
     for program in prepared.programs:
         annotate_layers(program, prepared)
         stats = simulate(program, target).stats
-        work = program_work(program)
+        bound = program.estimate["roofline"]  # the compiler's (compiler/lower/codegen/emit.py)
         cycles += stats.total_cycles
-        bound_sum += roofline.bound(hw, work).cycles
+        bound_sum += bound["bound_cycles"]
         moved += stats.dram_read_bytes + stats.dram_written_bytes
-        compulsory += work.compulsory_bytes
+        compulsory += bound["compulsory_bytes"]
         layers += [{"subgraph": program.index, **row} for row in layer_rows(program, stats, hw)]
     return {
         "target": target_name,

@@ -1,10 +1,8 @@
 """The roofline bound (targets/roofline.py) of small layers, by hand, as report.json's
-`vpu.layers[].roofline` holds it; bench/roofline.py and the HTML report show that figure."""
+`vpu.layers[].roofline` and a program's `vpu.subgraphs[].roofline` hold it; bench/roofline.py
+and the HTML report show those figures."""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +10,6 @@ from vpuc.compiler.lower.codegen.emit import lower_subgraph
 from vpuc.runtime.report_html.tables import layer_rows
 
 from .conftest import Builder
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _layers(vpu):
@@ -54,16 +50,18 @@ def test_a_depthwise_bound_counts_the_vector_units_macs(vpu):
     assert (expand["mac_cycles"], expand["compulsory_bytes"], expand["bound_by"]) == (256, 1536, "MAC")
 
 
-def test_the_report_and_the_bench_show_the_compilers_bound(vpu, monkeypatch):
-    """The HTML report's layer rows and bench/roofline.py's take report.json's figure."""
-    monkeypatch.syspath_prepend(str(BENCH))
-    sys.modules.pop("roofline", None)
-    import roofline as bench
-
+def test_the_programs_bound_and_the_report_shows_the_compilers(vpu):
+    """The program's: the three layers' MACs, their weights once (2432 + 1536 + 2112 B) and
+    its input (1024 B) and output (4096 B): 11200 B / 16 = 700 DRAM cycles, against
+    (147456 + 65536 + 102400) / 256 = 1232 MAC cycles alone; with the depthwise MACs on
+    either unit (the vector unit's other work: 1024 + 4096 + 4096 outputs / 32 = 288 cycles),
+    max(212992 / 256, (315392 + 32 x 288) / 288) = 1127.1. The HTML
+    report's layer rows show report.json's figure (bench/roofline.py reads the same keys)."""
     program, roofline = _layers(vpu)
+    whole = program.estimate["roofline"]
+    assert (whole["macs"], whole["depthwise_macs"], whole["compulsory_bytes"]) == (315392, 102400, 11200)
+    assert whole["dram_cycles"] == pytest.approx(700)
+    assert whole["bound_cycles"] == pytest.approx(1127.1) and whole["bound_by"] == "MAC"
     report = {"vpu": {"layers": [{"subgraph": 0, **layer} for layer in program.layers]}}
     shown = {row["name"]: row["bound_cycles"] for row in layer_rows(report, None, {})}
     assert shown == {name: figures["bound_cycles"] for name, figures in roofline.items()}
-    work = bench.program_work(program)
-    assert (work.macs, work.depthwise_macs) == (147456 + 65536 + 102400, 102400)
-    assert work.compulsory_bytes == program.estimate["weight_bytes"] + 1024 + 4096
