@@ -107,34 +107,54 @@ def test_the_planner_takes_im2col_for_a_one_channel_10x4_conv_and_the_assembly_s
 
 
 def _resident_conv_model() -> tuple[onnx.ModelProto, list[int]]:
-    """x 1x3x15x12 -> Conv 3x3 (6 channels) -> relu -> Conv 3x3, stride 2x1, pads [1, 0, 1, 2]
-    (top, left, bottom, right), 16 channels, over the 6-channel tensor the first conv left in
-    SRAM -> relu -> global pool -> FC."""
+    """x 1x15x12x3 (NHWC, a leading Transpose) -> Conv 3x3 (6 channels) -> relu -> Conv 3x3,
+    stride 2x1, pads [1, 0, 1, 2] (top, left, bottom, right), 16 channels, over the
+    6-channel tensor the first conv left in SRAM -> relu -> global pool -> FC."""
     b = GraphBuilder("resident_window", seed=11)
-    y = b.op("Relu", [b.conv("x", "stem", 3, 6)], "stem_relu")
+    x = b.op("Transpose", ["x"], "to_nchw", perm=[0, 3, 1, 2])
+    y = b.op("Relu", [b.conv(x, "stem", 3, 6)], "stem_relu")
     weight = b.he_weight("mid.weight", (16, 6, 3, 3), 54)
     mid = b.op(
         "Conv", [y, weight, b.small_bias("mid.bias", 16)], "mid",
         kernel_shape=[3, 3], strides=[2, 1], pads=[1, 0, 1, 2],
     )  # fmt: skip
     y = b.global_pool_classifier(b.op("Relu", [mid], "mid_relu"), 16, 4)
-    return b.model({"x": [1, 3, 15, 12]}, {y: [1, 4]}), [1, 3, 15, 12]
+    return b.model({"x": [1, 15, 12, 3]}, {y: [1, 4]}), [1, 15, 12, 3]
+
+
+STEM = "column window in place (9 channels, 3x1 kernel)"
+PACKED_STEM = "column window in place ({} channels, 3x1 kernel, {} output columns a pixel)"
+RESIDENT_LABELS = {  # (stem, mid) by mode and target; None: the conv itself
+    "columns": {
+        "vpu": (STEM, "column window of a resident input (18 channels, 3x1 kernel)"),
+        "vpu-plus": (STEM, "column window of a resident input (18 channels, 3x1 kernel)"),
+        "u55-256": (STEM, "column window in place (18 channels, 3x1 kernel)"),
+    },
+    "packed": {  # 6 outputs x 2 on 16 columns, x 4 on 32; the mid conv's 16 x 2 on 32
+        "vpu": (PACKED_STEM.format(12, 2), None),
+        "vpu-plus": (PACKED_STEM.format(18, 4),
+                     "column window of a resident input (24 channels, 3x1 kernel, 2 output columns a pixel)"),
+        "u55-256": (PACKED_STEM.format(12, 2), None),
+    },
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode", ["columns", "packed"])
 def test_a_resident_few_channel_conv_as_a_column_window_matches_onnxruntime(
-    vpuc, tmp_path, monkeypatch, target
+    vpuc, tmp_path, monkeypatch, target, mode
 ):
     """The column window of an input resident in SRAM: the vector unit copies the band's rows
-    into the padded tile (asymmetric padding, a vertical stride), bit-exact with onnxruntime."""
-    monkeypatch.setattr(tile_im2col, "CHOOSE", "columns")
+    into the padded tile (asymmetric padding, a vertical stride), bit-exact with onnxruntime;
+    packed, a wide pixel holds several output columns' windows. On u55-256 the planner keeps
+    the stem's output in DRAM: the mid conv's window is then of a loaded band."""
+    monkeypatch.setattr(tile_im2col, "CHOOSE", mode)
     model, shape = _resident_conv_model()
     qdq_path = _qdq(model, shape, tmp_path)
     artifact = compile_model(qdq_path, target=target, profitability=False)
     layers = {node: layer for layer in artifact.report["vpu"]["layers"] for node in layer["nodes"]}
-    # on u55-256 the planner keeps the stem's output in DRAM: the window of a loaded band
-    where = "in place" if target == "u55-256" else "of a resident input"
-    assert layers["mid"]["tiling"]["lowering"] == f"column window {where} (18 channels, 3x1 kernel)"
+    lowered = tuple(layers[name]["tiling"].get("lowering") for name in ("stem", "mid"))
+    assert lowered == RESIDENT_LABELS[mode][target]
     ran = vpuc("run", artifact.save(tmp_path / "m.vpub"), "--check", qdq_path, "--json")
     assert ran.returncode == 0, ran.stderr
     report = json.loads(ran.stdout)

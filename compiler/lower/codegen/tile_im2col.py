@@ -33,14 +33,18 @@ its pixel x is the kw input pixels x .. x+kw-1 side by side (src_stride below in
 docs/isa.md): ceil(kw*C / mac_rows) * kh blocks, as the kernel rows' gather, for the DMA
 cost of the conv's own band load. Channels-last inputs (or one channel) only. An input
 resident in SRAM (a later layer's: no DMA reaches it) gets the same tile from the vector
-unit (ColumnCopy: the zero-point fill, then one full-range clip a row).
+unit (ColumnCopy: the zero-point fill, then one full-range clip a row). A layer with few
+output channels packs P output columns into a wide pixel (block-diagonal weights, P*O
+outputs: the accumulators' bytes are the (ow, O) tile's) and fills the array's columns.
 
 plan_conv plans the conv and each im2col that applies and keeps the fastest by the
-estimate (docs/partition.md).
+estimate, or one within tile_mac.TRAFFIC_SLACK of it that moves fewer DRAM bytes
+(docs/partition.md).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -54,8 +58,9 @@ from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.formats import Clip, Opcode
 
-# "estimate": the fastest of the conv and its im2cols; "patches", "rows" or "columns": that
-# im2col whenever it applies (tests of its arithmetic on every target and layout); "conv": never.
+# "estimate": the fastest of the conv and its im2cols; "patches", "rows", "columns" or
+# "packed" (a column window of several output columns a pixel): that im2col whenever it
+# applies (tests of its arithmetic on every target and layout); "conv": never.
 CHOOSE = "estimate"
 
 
@@ -246,9 +251,19 @@ class ColumnWindow(Gather):
     each) into a tile padded left and right with the zero point, and a kh x 1 conv reads it
     with pixel stride C and in_c = kw*C, so that its pixel x is the kw input pixels
     x .. x+kw-1 side by side (docs/isa.md, "conv"); the OHWI weights are already in that
-    order. Called with input rows (the conv's halo), not output rows."""
+    order. Called with input rows (the conv's halo), not output rows.
 
-    kind = "columns"
+    With `pack` P > 1 a wide pixel holds the windows of P neighbouring output columns,
+    ((P-1)*sw + kw)*C bytes from P*sw*C apart, and the conv's P*O outputs are those P
+    columns' O channels each (block-diagonal weights: zeros outside each column's window),
+    so that its int32 tile (out_h, ow/P, P*O) is the (out_h, ow, O) one byte for byte: a
+    layer with few output channels fills the array's columns."""
+
+    pack: int = 1
+
+    @property
+    def kind(self) -> str:
+        return "columns" if self.pack == 1 else "packed"
 
     @property
     def padded_width(self) -> int:
@@ -257,11 +272,12 @@ class ColumnWindow(Gather):
     @property
     def tile_shape(self) -> tuple[int, int]:
         """(pixels per tile row, bytes per pixel) as the conv reads the tile."""
-        return self.padded_width - self.kernel[1] + 1, self.kernel[1] * self.channels
+        span = (self.pack - 1) * self.strides[1] + self.kernel[1]
+        return self.out[1] // self.pack, span * self.channels
 
     @property
     def in_place(self) -> tuple[int, int]:
-        return self.channels, self.padded_width * self.channels
+        return self.pack * self.strides[1] * self.channels, self.padded_width * self.channels
 
     def band_bytes(self, rows: int) -> int:
         return rows * self.padded_width * self.channels
@@ -316,7 +332,7 @@ def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
         direct = tile_mac.plan_mac(op, ctx)
     except LowerError:
         direct = None
-    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx), columns_of(op, ctx)) if g is not None]
+    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx), *columns_of(op, ctx)) if g is not None]
     if CHOOSE != "estimate":
         gathers = [g for g in gathers if (g.kind == CHOOSE)]
     candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
@@ -325,7 +341,18 @@ def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
     if direct is None and not candidates:
         return tile_mac.plan_mac(op, ctx)  # raises the conv's own reason
     candidates = ([direct] if direct is not None else []) + candidates
-    return min(candidates, key=lambda plan: _cycles(plan, ctx))  # ties: the conv itself
+    return _fastest_for_its_traffic(candidates, ctx)
+
+
+def _fastest_for_its_traffic(candidates: list[OpPlan], ctx: Context) -> OpPlan:
+    """The plan moving the fewest DRAM and flash bytes among those within
+    tile_mac.TRAFFIC_SLACK of the fastest (ties: the faster, then the first, the conv
+    itself): a gather that reads its input kh*kw times, or a packed window's zero weights,
+    is not worth a cycle or two in a hundred."""
+    scored = [(_cycles(p, ctx), p.dram_read_bytes + p.dram_write_bytes, i) for i, p in enumerate(candidates)]
+    fastest = min(cycles for cycles, _, _ in scored)
+    near = [s for s in scored if s[0] <= fastest * (1 + tile_mac.TRAFFIC_SLACK)]
+    return candidates[min(near, key=lambda s: (s[1], s[0], s[2]))[2]]
 
 
 def _cycles(plan: OpPlan, ctx: Context) -> int:
@@ -336,15 +363,9 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
     """The 1x1 conv (patches) or 1 x kw conv (rows) over the gathered tile, tiled."""
     shape = tile_mac.shape_of(op, ctx)
     (_, kw), (_, sw), (_, left, _, right) = op.kernel, op.strides, op.padding
-    h = shape.oh
     if isinstance(gather, ColumnWindow):
-        (kh, _), (sh, _), (top, _, bottom, _) = op.kernel, op.strides, op.padding
-        kernel, strides, pads = (kh, 1), (sh, sw), (top, 0, bottom, 0)
-        weights = op.weights.reshape(op.out_channels, kh, 1, -1)
-        where = "of a resident input" if isinstance(gather, ColumnCopy) else "in place"
-        label = f"column window {where} ({gather.tile_shape[1]} channels, {kh}x1 kernel)"
-        h = shape.h
-    elif isinstance(gather, RowGather):
+        return _planned_columns(op, ctx, gather, shape)
+    if isinstance(gather, RowGather):
         kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
         weights = op.weights.transpose(0, 2, 1, 3).reshape(op.out_channels, 1, kw, -1)
         label = f"im2col of kernel rows ({gather.tile_shape[1]} channels, 1x{kw} kernel)"
@@ -353,7 +374,7 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
         weights = op.weights.transpose(0, 3, 1, 2) if gather.view.nchw else op.weights
         weights = weights.reshape(op.out_channels, 1, 1, -1)
         label = f"im2col (K {gather.patch_bytes})"
-    flat = replace(shape, h=h, w=gather.tile_shape[0], cin=gather.tile_shape[1])
+    flat = replace(shape, h=shape.oh, w=gather.tile_shape[0], cin=gather.tile_shape[1])
     flat = replace(flat, kernel=kernel, strides=strides, pads=pads)
     one = replace(op, weights=np.ascontiguousarray(weights), strides=strides, padding=pads)
     try:
@@ -361,6 +382,40 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
     except LowerError:
         return None
     plan.op = op
+    plan.choice = {"lowering": label, **plan.choice}
+    return plan
+
+
+def _planned_columns(op: vops.Conv, ctx: Context, window: ColumnWindow, shape) -> OpPlan | None:
+    """The kh x 1 conv over the column window's tile, tiled; packed (P > 1): P*O outputs
+    over the output tensor seen as (out_h, ow/P, P*O), its bytes unchanged."""
+    (kh, kw), (sh, sw), (top, _, bottom, _) = op.kernel, op.strides, op.padding
+    pack, out_c, span = window.pack, op.out_channels, window.tile_shape[1]
+    weights = np.zeros((pack * out_c, kh, 1, span), np.int8)
+    rows = op.weights.reshape(out_c, kh, kw * window.channels)
+    for p in range(pack):
+        start = p * sw * window.channels
+        weights[p * out_c : (p + 1) * out_c, :, 0, start : start + rows.shape[2]] = rows
+    multipliers = np.tile(np.broadcast_to(op.requant.multipliers, (out_c,)), pack)
+    requant = replace(op.requant, multipliers=multipliers)
+    one = replace(op, weights=weights, strides=(sh, 1), padding=(top, 0, bottom, 0),
+                  bias=np.tile(op.bias, pack), requant=requant)  # fmt: skip
+    flat = replace(shape, h=shape.h, w=window.tile_shape[0], cin=span, ow=shape.ow // pack, cout=pack * out_c,
+                   kernel=(kh, 1), strides=(sh, 1), pads=(top, 0, bottom, 0))  # fmt: skip
+    if pack > 1:
+        y = ctx.view(op.output)
+        packed = replace(y, shape=(*y.shape[:2], y.shape[2] // pack, pack * out_c), pixel_stride=pack * out_c)
+        placement = copy.copy(ctx.placement)
+        placement.views = {**ctx.placement.views, op.output: packed}
+        ctx = replace(ctx, placement=placement)
+    try:
+        plan = tile_mac.plan_mac(one, ctx, flat, window)
+    except LowerError:
+        return None
+    plan.op, plan.macs = op, shape.n * shape.oh * shape.ow * out_c * kh * kw * window.channels
+    where = "of a resident input" if isinstance(window, ColumnCopy) else "in place"
+    packed_note = f", {pack} output columns a pixel" if pack > 1 else ""
+    label = f"column window {where} ({span} channels, {kh}x1 kernel{packed_note})"
     plan.choice = {"lowering": label, **plan.choice}
     return plan
 
@@ -397,17 +452,35 @@ def rows_of(op, ctx: Context) -> RowGather | None:
     return RowGather(**{f.name: getattr(found, f.name) for f in fields(Gather)})
 
 
-def columns_of(op, ctx: Context) -> ColumnWindow | None:
-    """The column window of `op` when it applies (as gather_of, channels-last or one
+def columns_of(op, ctx: Context) -> list[ColumnWindow]:
+    """The column windows of `op` when they apply (as gather_of, channels-last or one
     channel; an input resident in SRAM copied by the vector unit) and kw*C fills the
-    array's rows better than C does; else None."""
+    array's rows better than C does: one window a pixel, and P > 1 of them where P times
+    the output channels fit the array's columns (packing no more blocks); else []."""
     found = gather_of(op, ctx, check_rows=False, resident=True)
     if found is None:
-        return None
+        return []
     rows, kw, channels = ctx.hw.mac_rows, found.kernel[1], found.channels
     if found.view.nchw and channels > 1:  # the pixels' channels are not adjacent
-        return None
+        return []
     if kw == 1 or kw * channels > 0xFFFF or -(-kw * channels // rows) >= kw * -(-channels // rows):
-        return None
+        return []
     window = ColumnWindow if ctx.in_dram(op.inputs[0]) else ColumnCopy
-    return window(**{f.name: getattr(found, f.name) for f in fields(Gather)})
+    one = window(**{f.name: getattr(found, f.name) for f in fields(Gather)})
+    return [one, *[replace(one, pack=p) for p in [_pack_of(op, ctx, one)] if p > 1]]
+
+
+def _pack_of(op, ctx: Context, one: ColumnWindow) -> int:
+    """The most output columns a wide pixel can take: P x the output channels within the
+    array's columns, the output width a multiple of P, the wide pixel within the array's
+    row blocks of one window and the ISA's fields, the output channels-last and dense."""
+    out_c, width = op.out_channels, one.out[1]
+    blocks = -(-one.tile_shape[1] // ctx.hw.mac_rows)
+    if not ctx.view(op.output).contiguous:
+        return 1
+    for pack in range(ctx.hw.mac_cols // out_c, 1, -1):
+        packed = replace(one, pack=pack)
+        span, stride = packed.tile_shape[1], packed.in_place[0]
+        if width % pack == 0 and max(span, stride) <= 0xFFFF and -(-span // ctx.hw.mac_rows) <= blocks:
+            return pack
+    return 1
