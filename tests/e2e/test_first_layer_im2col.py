@@ -94,14 +94,15 @@ def test_a_few_channel_first_conv_runs_as_im2col_and_matches_onnxruntime(
 
 def test_the_planner_takes_im2col_for_a_one_channel_10x4_conv_and_the_assembly_says_so(vpuc, tmp_path):
     """On vpu the 1-channel 10x4 conv fills 1 of 16 array rows a tap; an im2col is faster by
-    the estimate, so it is chosen without being asked, and `--emit-asm` notes it."""
+    the estimate (the column window: 4 channels a kernel row, for the band's own load), so
+    it is chosen without being asked, and `--emit-asm` notes it."""
     model, shape = _first_conv_model(1, nhwc=True)
     qdq_path = _qdq(model, shape, tmp_path)
     artifact, folder = tmp_path / "m.vpub", tmp_path / "asm"
     compiled = vpuc("compile", qdq_path, "--target", "vpu", "-o", artifact, "--emit-asm", folder)
     assert compiled.returncode == 0, compiled.stderr
     text = "".join(source.read_text() for source in sorted(folder.glob("sg*.s")))
-    assert "# lowered as im2col" in text
+    assert "# lowered as column window in place (4 channels, 10x1 kernel)" in text
     assembled = vpuc("asm", sorted(folder.glob("sg*.s"))[0], "-o", tmp_path / "sg.bin")
     assert assembled.returncode == 0, assembled.stderr
 
