@@ -100,7 +100,8 @@ def reason(layer: dict, measured, hw) -> str:
         notes.append(
             f"input channels {cin_g} fill {min(used, cin_g)} of {hw.mac_rows} rows in the last block"
         )
-    if cout and (cout // max(groups, 1)) % hw.mac_cols:
+    packed = "output columns a pixel" in (lowering or "")  # its P x cout outputs fill the columns
+    if cout and (cout // max(groups, 1)) % hw.mac_cols and not packed:
         notes.append(f"output channels {cout} not a multiple of {hw.mac_cols} columns")
     pixels = shape.get("pixels_per_tile", 0)
     if pixels and pixels < hw.mac_weight_load_cycles:
