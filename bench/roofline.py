@@ -3,27 +3,13 @@
 For every VPU layer of every zoo model and target, compiled as `vpuc compile` does and run
 on the simulator: simulated cycles / the roofline bound, and DRAM bytes moved / compulsory
 bytes (weights once + the subgraph's inputs + outputs). The bound is a lower bound on this
-machine: the busiest of its three units working at its peak on work no program can skip,
-
-    max(MACs / (mac_rows x mac_cols),
-        compulsory DRAM bytes / dram_bytes_per_cycle,
-        vector work: sum over layers of elements / the target's vector_<kind>_per_cycle)
-
-and on a target whose vector unit multiply-accumulates (vector_mac_per_cycle = v > 0, the
-vconv instruction, depthwise only) the MAC term is the two units' together: depthwise MACs
-may run on either, so MACs / (mac_rows x mac_cols) becomes
-max(other MACs / (rows x cols), (MACs + v x vector work) / (rows x cols + v)) (in T
-cycles the array does at most rows x cols x T MACs and the vector unit v x (T - its other
-work)).
-
-where a MAC layer's vector work is its outputs at vector_requant_per_cycle (each int32
-result is requantised once), an add's, mul's, lookup's or rescale's its outputs at its
-kind's rate, a pool's its outputs x window taps at vector_pool_per_cycle, a softmax's its
-elements once at each of the clip, lookup and multiply rates (targets/isa/cost.py). A
-model's cycles are its programs' total cycles and its bound the sum of its programs'
-bounds; a layer's cycles are the busy cycles of its busiest unit (layers overlap in a
-pipelined program, so their spans do not add up), its compulsory bytes its own weights
-and, where they cross DRAM, its input and output. Goals (issue 21): dense conv nets
+machine (targets/roofline.py defines it, docs/metrics.md; a layer's is report.json's
+`vpu.layers[].roofline`, the figure the HTML report shows): the busiest of its three units
+working at its peak on work no program can skip, its MACs, its weights once and the tensors
+that cross DRAM, its vector work at the target's per-kind rates. A model's cycles are its
+programs' total cycles and its bound the sum of its programs' bounds; a layer's cycles are
+the busy cycles of its busiest unit (layers overlap in a pipelined program, so their spans
+do not add up). Goals (issue 21): dense conv nets
 (tinyconvnet, resnet_mini) <= 1.25x the bound and <= 1.3x compulsory bytes;
 depthwise-heavy mobilenet_mini <= 3x (Vela in Sram_Only: 5.1x on MobileNet-V1 0.25).
 
@@ -38,7 +24,6 @@ for the `vpu` target, and the same for every target under "by_target".
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 from pathlib import Path
@@ -66,19 +51,15 @@ def simulate(program, target, seed: int = 0):
 
 
 def layer_rows(program, stats, hw) -> list[dict]:
-    """Per layer: simulated span, bound, DRAM bytes, and why it is far from the bound."""
+    """Per layer: simulated span, bound (the report's, targets/roofline.py), DRAM bytes, and
+    why it is far from the bound."""
     by_id = {layer.layer: layer for layer in stats.layers}
     rows = []
     for layer in program.layers:
         measured = by_id.get(layer["id"])
         if measured is None:  # a view (reshape, concat): no instruction
             continue
-        weights = layer.get("weight_bytes", 0)
-        compulsory = weights + layer["boundary_bytes"]
-        vector = layer["vector_cycles"]
-        depthwise = layer["macs"] if is_depthwise(layer) else 0
-        macs = mac_bound(layer["macs"], depthwise, vector, hw)
-        bound = max(macs, compulsory / hw.dram_bytes_per_cycle, vector)
+        bound = layer["roofline"]["bound_cycles"]
         busy = max(measured.busy_cycles.values())
         moved = measured.dram_read_bytes + measured.dram_written_bytes
         rows.append(
@@ -91,30 +72,11 @@ def layer_rows(program, stats, hw) -> list[dict]:
                 "cycles_over_bound": round(busy / max(bound, 1), 3),
                 "macs": layer["macs"],
                 "dram_bytes": moved,
-                "compulsory_bytes": compulsory,
+                "compulsory_bytes": layer["roofline"]["compulsory_bytes"],
                 "why": reason(layer, measured, hw),
             }
         )
     return rows
-
-
-def is_depthwise(layer: dict) -> bool:
-    """One input and one output channel per group: what vconv computes."""
-    shape = layer.get("shape") or {}
-    groups = shape.get("groups", 1)
-    return groups > 1 and shape.get("cin") == shape.get("cout") == groups
-
-
-def mac_bound(macs: int, depthwise_macs: int, vector_cycles: float, hw) -> float:
-    """Cycles the MAC work needs at least: on the array alone, or, where the vector unit
-    multiply-accumulates too, the depthwise part on either unit (the vector unit's time
-    less its other work)."""
-    alone = macs / hw.macs_per_cycle
-    v = hw.vector_mac_per_cycle
-    if not v or not depthwise_macs:
-        return alone
-    together = (macs + v * vector_cycles) / (hw.macs_per_cycle + v)
-    return max((macs - depthwise_macs) / hw.macs_per_cycle, together)
 
 
 def reason(layer: dict, measured, hw) -> str:
@@ -138,7 +100,8 @@ def reason(layer: dict, measured, hw) -> str:
         notes.append(
             f"input channels {cin_g} fill {min(used, cin_g)} of {hw.mac_rows} rows in the last block"
         )
-    if cout and (cout // max(groups, 1)) % hw.mac_cols:
+    packed = "output columns a pixel" in (lowering or "")  # its P x cout outputs fill the columns
+    if cout and (cout // max(groups, 1)) % hw.mac_cols and not packed:
         notes.append(f"output channels {cout} not a multiple of {hw.mac_cols} columns")
     pixels = shape.get("pixels_per_tile", 0)
     if pixels and pixels < hw.mac_weight_load_cycles:
@@ -158,15 +121,11 @@ def model_figures(name: str, target_name: str, workdir: Path) -> dict:
     for program in prepared.programs:
         annotate_layers(program, prepared)
         stats = simulate(program, target).stats
-        macs = sum(layer["macs"] for layer in program.layers)
-        vector = sum(layer["vector_cycles"] for layer in program.layers)
-        depthwise = sum(layer["macs"] for layer in program.layers if is_depthwise(layer))
-        boundary = sum(int(np.prod(b.shape)) for b in program.inputs + program.outputs)
-        need = program.estimate["weight_bytes"] + boundary
+        bound = program.estimate["roofline"]  # the compiler's (compiler/lower/codegen/emit.py)
         cycles += stats.total_cycles
-        bound_sum += max(mac_bound(macs, depthwise, vector, hw), need / hw.dram_bytes_per_cycle, vector)
+        bound_sum += bound["bound_cycles"]
         moved += stats.dram_read_bytes + stats.dram_written_bytes
-        compulsory += need
+        compulsory += bound["compulsory_bytes"]
         layers += [{"subgraph": program.index, **row} for row in layer_rows(program, stats, hw)]
     return {
         "target": target_name,
@@ -181,49 +140,22 @@ def model_figures(name: str, target_name: str, workdir: Path) -> dict:
 
 
 def annotate_layers(program, prepared) -> None:
-    """Each layer's weight bytes, boundary bytes and MAC shape, from the lowering's plans."""
+    """Each MAC layer's shape (for the reason it is far from the bound), from the subgraph."""
     from vpuc.compiler.lower import vpu_functions
     from vpuc.compiler.lower.ops import MAC_OPS
     from vpuc.compiler.lower.reader.extract import extract_subgraph
 
     func = vpu_functions(prepared.partition.mod)[program.index][1]
     subgraph = extract_subgraph(func, program.symbol, prepared.quantized.provenance, program.index)
-    boundary = set(subgraph.inputs) | set(subgraph.outputs)
     ops = {op.name: op for op in subgraph.ops}
     for layer in program.layers:
         op = ops.get(layer["name"])
-        tensors = (*op.inputs, op.output) if op else ()
-        layer["boundary_bytes"] = sum(subgraph.tensors[t].nbytes for t in tensors if t in boundary)
-        weights = getattr(op, "weights", None)
-        layer["weight_bytes"] = int(weights.size + 8 * weights.shape[0]) if weights is not None else 0
-        layer["vector_cycles"] = vector_work(op, subgraph, prepared.target.hardware) if op else 0.0
-        if isinstance(op, MAC_OPS) and weights is not None:
+        if isinstance(op, MAC_OPS) and getattr(op, "weights", None) is not None:
             x = subgraph.tensors[op.inputs[0]].nhwc
             y = subgraph.tensors[op.output].nhwc
             rows = layer["tiling"].get("rows_per_tile", y[1])
             layer["shape"] = {"cin": x[3], "cout": y[3], "groups": getattr(op, "groups", 1),
                               "pixels_per_tile": rows * y[2]}  # fmt: skip
-
-
-def vector_work(op, subgraph, hw) -> float:
-    """Cycles the vector unit needs at least for a layer: its elements at its kind's rate."""
-    from vpuc.compiler.lower.ops import MAC_OPS
-
-    elements = subgraph.tensors[op.output].nbytes  # int8: one byte an element
-    if isinstance(op, MAC_OPS):
-        return elements / hw.vector_requant_per_cycle
-    if op.kind == "pool":
-        return elements * math.prod(op.kernel) / hw.vector_pool_per_cycle
-    if op.kind == "softmax":
-        rates = (hw.vector_clip_per_cycle, hw.vector_lut_per_cycle, hw.vector_mul_per_cycle)
-        return sum(elements / rate for rate in rates)
-    rate = {
-        "add": hw.vector_add_per_cycle,
-        "mul": hw.vector_mul_per_cycle,
-        "lut": hw.vector_lut_per_cycle,
-        "rescale": hw.vector_requant_per_cycle,
-    }.get(op.kind)
-    return elements / rate if rate else 0.0
 
 
 def main(argv=None) -> int:

@@ -41,7 +41,7 @@ MAX_ROW_ELEMENTS = 1 << 26  # simulator limit: window elements of one output row
 # the fields that decide a conv's windows (the memo's key)
 WINDOW_FIELDS = ("src", "in_h", "in_w", "in_c", "kernel_h", "kernel_w", "stride_h", "stride_w",
                  "dilation_h", "dilation_w", "pad_top", "pad_bottom", "pad_left", "pad_right",
-                 "groups", "src_zp", "src_stride")  # fmt: skip
+                 "groups", "src_zp", "src_stride", "src_row_stride")  # fmt: skip
 
 
 def plan_conv(instruction: Conv, state: State) -> Plan:
@@ -94,21 +94,23 @@ def _check_conv(i: Conv) -> None:
         row_elements,
         MAX_ROW_ELEMENTS,
     )
-    require(
-        i.src_stride == 0 or i.src_stride >= i.in_c,
-        "src_stride {} is below in_c {}: input pixels would overlap",
-        i.src_stride,
-        i.in_c,
-    )
 
 
 def conv_input(i: Conv, state: State) -> np.ndarray:
-    """The (in_h, in_w, in_c) int8 input, a strided view when src_stride spaces the pixels."""
-    stride = i.src_stride or i.in_c
-    if stride == i.in_c:
+    """The (in_h, in_w, in_c) int8 input, a strided view when src_stride or src_row_stride
+    space the pixels or rows (a pixel stride below in_c overlaps the pixels: pixel x holds
+    bytes [x*src_stride, x*src_stride + in_c) of its row, reference.strided_input)."""
+    pixel, row = input_strides(i)
+    if (pixel, row) == (i.in_c, i.in_w * i.in_c):
         return state.sram.view(i.src, (i.in_h, i.in_w, i.in_c), np.int8)
     data = state.sram.data
-    return np.ndarray((i.in_h, i.in_w, i.in_c), np.int8, data, i.src, (i.in_w * stride, stride, 1))
+    return np.ndarray((i.in_h, i.in_w, i.in_c), np.int8, data, i.src, (row, pixel, 1))
+
+
+def input_strides(i: Conv) -> tuple[int, int]:
+    """(pixel, row) strides of a conv's input in bytes."""
+    pixel = i.src_stride or i.in_c
+    return pixel, i.src_row_stride or i.in_w * pixel
 
 
 def plan_matmul(instruction: Matmul, state: State) -> Plan:
@@ -180,7 +182,8 @@ def _columns(windows: np.ndarray, i: Conv, state: State, whole: bool) -> np.ndar
     columns = windows.reshape(out_h, out_w, kh, kw, i.groups, cin_g).transpose(4, 0, 1, 2, 3, 5)
     columns = columns.astype(np.float32, order="C").reshape(i.groups, out_h * out_w, -1)
     if whole:
-        region = Region(i.src, i.src + i.in_h * i.in_w * (i.src_stride or in_c))
+        pixel, row = input_strides(i)
+        region = Region(i.src, i.src + (i.in_h - 1) * row + (i.in_w - 1) * pixel + in_c)
         state.remember("windows", key, region, columns)
     return columns
 

@@ -29,6 +29,20 @@ def round_half_even(values: np.ndarray) -> np.ndarray:
     return low.astype(np.int64) + up
 
 
+def strided_input(memory, src: int, shape, pixel_stride: int, row_stride: int) -> np.ndarray:
+    """The (H, W, C) int8 input a conv reads at byte `src` of `memory` (uint8) with its
+    src_stride and src_row_stride: x[y, x, c] = memory[src + y*row_stride + x*pixel_stride + c].
+    A pixel stride below C overlaps the pixels: pixel x then holds C bytes from x*pixel_stride,
+    the kernel columns of a window laid side by side (docs/isa.md, "conv")."""
+    height, width, channels = shape
+    x = np.empty(shape, dtype=np.int8)
+    for y in range(height):
+        for col in range(width):
+            start = src + y * row_stride + col * pixel_stride
+            x[y, col] = np.asarray(memory[start : start + channels], dtype=np.uint8).view(np.int8)
+    return x
+
+
 def conv2d(
     x, w, *, zp=0, stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0), groups=1, bias=None, accumulator=None
 ) -> np.ndarray:

@@ -44,27 +44,26 @@ def summary_rows(report: dict, run: dict | None) -> list[tuple[str, str, Any]]:
 
 def layer_rows(report: dict, run: dict | None, hardware: dict) -> list[dict[str, Any]]:
     """One row per VPU layer: estimate, simulated cycles, MACs, utilisation, DRAM bytes,
-    the roofline bound and how far the layer is from it."""
+    the roofline bound (the compiler's, report.json `vpu.layers[].roofline`, defined in
+    targets/roofline.py) and how far the layer is from it."""
     simulated = {(r["subgraph"], r["name"]): r["cycles"] for r in (run or {}).get("layers", [])}
     peak = hardware.get("mac_rows", 0) * hardware.get("mac_cols", 0)
-    bandwidth = hardware.get("dram_bytes_per_cycle", 0)
     rows = []
     for layer in (report.get("vpu") or {}).get("layers", []):
         estimate = get(layer, "estimate_cycles")
         cycles = simulated.get((layer["subgraph"], layer["name"]))
         measured = cycles if cycles is not None else estimate
         dram = get(layer, "dram_read_bytes", 0) + get(layer, "dram_write_bytes", 0)
-        compute_bound = layer["macs"] / peak if peak else 0.0
-        memory_bound = dram / bandwidth if bandwidth else 0.0
-        bound = max(compute_bound, memory_bound)
+        roofline = layer.get("roofline") or {}  # none in an artifact compiled before it
+        bound = roofline.get("bound_cycles")
         rows.append({
             "subgraph": layer["subgraph"], "name": layer["name"], "op": layer["op"],
             "estimate_cycles": estimate, "simulated_cycles": cycles, "macs": layer["macs"],
             "utilization": layer["macs"] / (measured * peak) if measured and peak else 0.0,
             "dram_read_bytes": get(layer, "dram_read_bytes", 0),
             "dram_write_bytes": get(layer, "dram_write_bytes", 0),
-            "bound_cycles": round(bound), "from_bound": measured / bound if bound else None,
-            "bound_by": "compute" if compute_bound >= memory_bound else "DRAM",
+            "bound_cycles": bound, "from_bound": measured / bound if bound and measured else None,
+            "bound_by": roofline.get("bound_by"),
             "intensity": layer["macs"] / dram if dram else 0.0,
             "achieved": layer["macs"] / measured if measured else 0.0,
         })  # fmt: skip

@@ -4,10 +4,11 @@ placement (compiler/lower/codegen/sync.py) and the simulator's plans and race ch
 
 `footprint(i, requant_mode)` lists one `Access` per operand: the memory (SRAM or DRAM),
 read or write, the byte `Region` and the alignment the ISA requires of it. A region is an
-interval [start, stop); a strided DMA block, a conv's spaced input pixels and a requant's
-spaced output pixels also carry their `block` shape, so two regions overlap only where
-their bytes do (the sync pass takes the bounding interval: conservative). An accumulating
-MAC lists its destination twice, as a read and as a write. Reads come before writes.
+interval [start, stop); a strided DMA block, a conv's spaced (or overlapping) input pixels
+or rows and a requant's spaced output pixels also carry their `block` shape, so two regions
+overlap only where their bytes do (the sync pass takes the bounding interval:
+conservative). An accumulating MAC lists its destination twice, as a read and as a write.
+Reads come before writes.
 """
 
 from __future__ import annotations
@@ -128,12 +129,13 @@ def _dma(i: Dma, _mode: str) -> list[Access]:
 
 def _conv(i: Conv, _mode: str) -> list[Access]:
     out_h, out_w = conv_output_shape(i)
-    pixels = i.in_h * i.in_w
-    if i.src_stride in (0, i.in_c):
-        src = _read("src", i.src, pixels * i.in_c)
+    pixel = i.src_stride or i.in_c
+    row = i.src_row_stride or i.in_w * pixel
+    if pixel < i.in_c:  # overlapping pixels: each row one run
+        region = block_region(i.src, (i.in_h, 1, (i.in_w - 1) * pixel + i.in_c), (0, row))
     else:
-        region = block_region(i.src, (1, pixels, i.in_c), (i.src_stride, 0))
-        src = Access(SRAM, False, region, "read of 'src'")
+        region = block_region(i.src, (i.in_h, i.in_w, i.in_c), (pixel, row))
+    src = Access(SRAM, False, region, "read of 'src'")
     weights = _read("weights", i.weights, i.out_c * i.kernel_h * i.kernel_w * (i.in_c // i.groups))
     return [src, weights, *_mac_result(i, out_h * out_w, i.out_c)]
 

@@ -172,7 +172,8 @@ class Conv(Instruction):
     src_zp: int = s(352, 8, "input zero point, subtracted from every input and pad value", 0)
     with_bias: int = u(360, 1, "1: add the int32 biases", 0)
     accumulate: int = u(361, 1, "1: add onto the int32 values already at dst", 0)
-    src_stride: int = u(368, 16, "bytes from one input pixel to the next (0: in_c)", 0)
+    src_stride: int = u(368, 16, "bytes from one input pixel to the next (0: in_c; < in_c: overlapping)", 0)
+    src_row_stride: int = u(384, 32, "bytes from one input row to the next (0: in_w x the pixel stride)", 0)
 
 
 @instruction_format(Opcode.MATMUL)

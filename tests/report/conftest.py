@@ -42,9 +42,11 @@ REPORT = {
         "subgraphs": [],
         "layers": [
             {"subgraph": 0, "id": 1, "name": "conv", "op": "conv2d", "nodes": ["conv"], "macs": 2560,
-             "estimate_cycles": 150, "dram_read_bytes": 700, "dram_write_bytes": 100, "tiling": {}},
+             "estimate_cycles": 150, "dram_read_bytes": 700, "dram_write_bytes": 100, "tiling": {},
+             "roofline": {"bound_cycles": 100.0, "bound_by": "DRAM"}},
             {"subgraph": 1, "id": 1, "name": "fc", "op": "dense", "nodes": ["fc"], "macs": 25600,
-             "estimate_cycles": 90, "dram_read_bytes": 8, "dram_write_bytes": 8, "tiling": {}},
+             "estimate_cycles": 90, "dram_read_bytes": 8, "dram_write_bytes": 8, "tiling": {},
+             "roofline": {"bound_cycles": 100.0, "bound_by": "MAC"}},
         ],
     },
     "accuracy": {"outputs": [{"name": "y", "sqnr_db": 31.5}], "layers": [{"name": "conv", "sqnr_db": 29.25}]},

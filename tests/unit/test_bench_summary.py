@@ -87,23 +87,16 @@ def test_roofline_by_target(run_all, tmp_path):
     assert rows["DRAM bytes / compulsory bytes"]["worst"] == "m@u55-256"
 
 
-def test_roofline_vector_bound_at_the_targets_rates(monkeypatch):
-    """bench/roofline.py's vector term by hand: u55-256 pools 6 taps a cycle, adds 4/3
+def test_roofline_vector_bound_at_the_targets_rates():
+    """The roofline's vector term by hand: u55-256 pools 6 taps a cycle, adds 4/3
     elements, clips 4, looks up 1, multiplies 8/9 (targets/u55-256.toml); vpu 32 of each."""
-    from types import SimpleNamespace
-
     from vpuc.targets import load_target
+    from vpuc.targets.roofline import vector_cycles
 
-    monkeypatch.syspath_prepend(str(BENCH))
-    import roofline
+    def work(kind, target, taps=1):
+        return vector_cycles(load_target(target).hardware, kind, 8 * 8 * 16, taps)  # 1024 elements
 
-    subgraph = SimpleNamespace(tensors={"y": SimpleNamespace(nbytes=8 * 8 * 16)})  # 1024 elements
-
-    def work(kind, target, **fields):
-        op = SimpleNamespace(kind=kind, output="y", **fields)
-        return roofline.vector_work(op, subgraph, load_target(target).hardware)
-
-    assert work("pool", "u55-256", kernel=(2, 2)) == pytest.approx(1024 * 4 / 6)
+    assert work("pool", "u55-256", taps=4) == pytest.approx(1024 * 4 / 6)
     assert work("add", "u55-256") == pytest.approx(768)
     assert work("softmax", "u55-256") == pytest.approx(1024 / 4 + 1024 / 1 + 1024 * 9 / 8)
     assert work("add", "vpu") == pytest.approx(32)

@@ -14,7 +14,7 @@ Layer ids are op positions + 1; their names are the ONNX nodes the partition rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vpuc.compiler.lower import ops as vops
@@ -26,11 +26,13 @@ from vpuc.compiler.lower.codegen.residency import Placement, place
 from vpuc.compiler.lower.codegen.sync import synchronise
 from vpuc.compiler.lower.codegen.tiling import Context
 from vpuc.compiler.lower.errors import LowerError, SramError
-from vpuc.targets import Target
+from vpuc.targets import Target, roofline
 from vpuc.targets.isa.asm import disassemble
 from vpuc.targets.isa.attribution import charge_layers
 from vpuc.targets.isa.formats import End, Instruction, IsaError
+from vpuc.targets.isa.params import requant_param_bytes
 from vpuc.targets.isa.program import Program
+from vpuc.targets.roofline import Work, vector_cycles
 
 ATTEMPTS = (
     (1.0, True),
@@ -221,6 +223,7 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
                 "dram_read_bytes": plan.dram_read_bytes,
                 "dram_write_bytes": plan.dram_write_bytes,
                 "tiling": plan.choice,
+                "roofline": roofline.to_json(target.hardware, layer_work(plan, subgraph, target)),
             }
         )
     for layer, (charged, _) in zip(layers, charge_layers(spans), strict=True):
@@ -237,9 +240,49 @@ def _figures(subgraph, placement, plans: list[OpPlan], target: Target, sram_peak
         "dram_read_bytes": sum(p.dram_read_bytes for p in plans),
         "dram_write_bytes": sum(p.dram_write_bytes for p in plans),
         "weight_bytes": weights,
+        "roofline": roofline.to_json(hw, program_work(plans, subgraph, target)),
         "sram_peak_bytes": sram_peak,
         "spilled_tensors": list(placement.spilled),
     }
+
+
+def layer_work(plan: OpPlan, subgraph, target: Target) -> Work:
+    """The work of one layer no program can skip (targets/roofline.py): its MACs, its
+    weights once (weight_bytes) and its input and output where they cross DRAM (the
+    subgraph's boundary), its vector work at the target's rates."""
+    op = plan.op
+    boundary = set(subgraph.inputs) | set(subgraph.outputs)
+    crossing = sum(subgraph.tensors[t].nbytes for t in {*op.inputs, op.output} if t in boundary)
+    kind = "mac" if isinstance(op, vops.MAC_OPS) else op.kind
+    taps = op.kernel[0] * op.kernel[1] if isinstance(op, vops.Pool) else 1
+    vector = vector_cycles(target.hardware, kind, subgraph.tensors[op.output].nbytes, taps)
+    depthwise = 0
+    if isinstance(op, vops.Conv) and op.groups > 1:
+        channels = subgraph.tensors[op.inputs[0]].nhwc[3]
+        depthwise = plan.macs if op.groups == channels == op.weights.shape[0] else 0
+    return Work(plan.macs, depthwise, weight_bytes(plan, target) + crossing, vector)
+
+
+def weight_bytes(plan: OpPlan, target: Target) -> int:
+    """A layer's constant bytes no program can skip: a conv's or dense layer's int8 weights,
+    int32 biases and requantisation parameters as the op has them (a lowering that repacks
+    them with zeros, as a packed column window does, moves more), else its blob (tables)."""
+    op = plan.op
+    if isinstance(op, vops.Conv | vops.Dense) and op.weights is not None:
+        out_c = op.out_channels
+        return op.weights.size + 4 * out_c + requant_param_bytes(target.numerics.requant, out_c)
+    return sum(len(data) for _, data in plan.blob)
+
+
+def program_work(plans: list[OpPlan], subgraph, target: Target) -> Work:
+    """A program's work: its layers' MACs and vector work, their weights and the subgraph's
+    other constants once, its inputs and outputs (the layers' own compulsory bytes would
+    count a tensor two layers share twice)."""
+    work = sum((layer_work(plan, subgraph, target) for plan in plans), Work())
+    weights = sum(weight_bytes(plan, target) for plan in plans)
+    constants = sum(a.size for a in subgraph.constants.values())
+    boundary = sum(subgraph.tensors[t].nbytes for t in {*subgraph.inputs, *subgraph.outputs})
+    return replace(work, compulsory_bytes=weights + constants + boundary)
 
 
 def _checkpoints(subgraph, placement: Placement, storages, program: Program) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """First-layer im2col: a conv with few input channels as a DMA gather of its patches and a
-1x1 conv over them (or of its kernel rows and a 1 x kw conv), when the estimate finds it
-faster than the conv itself.
+1x1 conv over them (or of its kernel rows and a 1 x kw conv, or its band read in place as a
+column window by a kh x 1 conv), when the estimate finds it faster than the conv itself.
 
     conv(x, W[o, ky, kx, c])  =  conv1x1(patches(x), W'[o, 0, 0, k])
 
@@ -24,12 +24,27 @@ dilation. tile_mac.py tiles the 1x1 conv (bands, channel chunks, weights) as any
 The im2col of kernel rows (RowGather) gathers only the kh rows: tile pixel (y, x) holds input
 column x of them (kh*C bytes), and a 1 x kw conv with the conv's own horizontal stride and
 padding runs over it (ceil(kh*C / mac_rows) * kw blocks). Its loads move whole input rows
-(runs of C bytes, 1 for NCHW) and need no edge loads. plan_conv plans the conv and each
-im2col that applies and keeps the fastest by the estimate (docs/partition.md).
+(runs of C bytes, 1 for NCHW) and need no edge loads.
+
+The column window (ColumnWindow) gathers nothing: the band is loaded as it is, whole rows
+of W*C bytes, into a tile whose rows hold the left and right padding (the zero point, by
+the clip), and a kh x 1 conv reads it in place with pixel stride C and in_c = kw*C, so that
+its pixel x is the kw input pixels x .. x+kw-1 side by side (src_stride below in_c,
+docs/isa.md): ceil(kw*C / mac_rows) * kh blocks, as the kernel rows' gather, for the DMA
+cost of the conv's own band load. Channels-last inputs (or one channel) only. An input
+resident in SRAM (a later layer's: no DMA reaches it) gets the same tile from the vector
+unit (ColumnCopy: the zero-point fill, then one full-range clip a row). A layer with few
+output channels packs P output columns into a wide pixel (block-diagonal weights, P*O
+outputs: the accumulators' bytes are the (ow, O) tile's) and fills the array's columns.
+
+plan_conv plans the conv and each im2col that applies and keeps the fastest by the
+estimate, or one within tile_mac.TRAFFIC_SLACK of it that moves fewer DRAM bytes
+(docs/partition.md).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -43,8 +58,9 @@ from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.formats import Clip, Opcode
 
-# "estimate": the fastest of the conv and its im2cols; "patches" or "rows": that im2col
-# whenever it applies (tests of its arithmetic on every target and layout); "conv": never.
+# "estimate": the fastest of the conv and its im2cols; "patches", "rows", "columns" or
+# "packed" (a column window of several output columns a pixel): that im2col whenever it
+# applies (tests of its arithmetic on every target and layout); "conv": never.
 CHOOSE = "estimate"
 
 
@@ -85,11 +101,18 @@ class Gather:
         """(pixels per tile row, bytes per pixel) of the tile the gather writes."""
         return self.out[1], self.patch_bytes
 
+    # (src_stride, src_row_stride) of the conv over the tile: dense
+    in_place = (0, 0)
+
+    def band_bytes(self, rows: int) -> int:
+        """Tile bytes of `rows` rows."""
+        return rows * self.tile_shape[0] * self.tile_shape[1]
+
     def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
         specs = self.specs(n, rows, tile)
         writes = [(tile.base, tile.slot)]
         if self.padded(rows):
-            count = (rows[1] - rows[0]) * self.tile_shape[0] * self.tile_shape[1]
+            count = self.band_bytes(rows[1] - rows[0])
             zp = self.zero_point
             fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
             ev.add("vector", [fill], key - 0.25, writes=writes)
@@ -222,13 +245,94 @@ class RowGather(Gather):
         return found
 
 
+@dataclass(frozen=True)
+class ColumnWindow(Gather):
+    """The kernel columns in place: the input band is loaded as it is (whole rows, one run
+    each) into a tile padded left and right with the zero point, and a kh x 1 conv reads it
+    with pixel stride C and in_c = kw*C, so that its pixel x is the kw input pixels
+    x .. x+kw-1 side by side (docs/isa.md, "conv"); the OHWI weights are already in that
+    order. Called with input rows (the conv's halo), not output rows.
+
+    With `pack` P > 1 a wide pixel holds the windows of P neighbouring output columns,
+    ((P-1)*sw + kw)*C bytes from P*sw*C apart, and the conv's P*O outputs are those P
+    columns' O channels each (block-diagonal weights: zeros outside each column's window),
+    so that its int32 tile (out_h, ow/P, P*O) is the (out_h, ow, O) one byte for byte: a
+    layer with few output channels fills the array's columns."""
+
+    pack: int = 1
+
+    @property
+    def kind(self) -> str:
+        return "columns" if self.pack == 1 else "packed"
+
+    @property
+    def padded_width(self) -> int:
+        return self.view.shape[2] + self.pads[1] + self.pads[3]
+
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        """(pixels per tile row, bytes per pixel) as the conv reads the tile."""
+        span = (self.pack - 1) * self.strides[1] + self.kernel[1]
+        return self.out[1] // self.pack, span * self.channels
+
+    @property
+    def in_place(self) -> tuple[int, int]:
+        return self.pack * self.strides[1] * self.channels, self.padded_width * self.channels
+
+    def band_bytes(self, rows: int) -> int:
+        return rows * self.padded_width * self.channels
+
+    def padded(self, rows: tuple[int, int]) -> bool:
+        return self.pads[1] > 0 or self.pads[3] > 0
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        """One load: input rows `rows`, each W*C contiguous bytes, into the tile's rows."""
+        view, (r0, r1) = self.view, rows
+        _, height, width, depth = view.shape
+        if view.nchw:  # one channel: the same bytes as channels-last
+            dram = Addr(view.storage, view.offset + (n * height + r0) * width)
+        else:
+            dram = Addr(view.storage, view.pixel_offset(n, r0))
+        sram = tile + self.pads[1] * depth
+        row_bytes, pitch = width * depth, self.padded_width * depth
+        if r1 - r0 == 1 or row_bytes == pitch:
+            return [_dma(Opcode.LOAD, dram, sram, (r1 - r0) * row_bytes)]
+        return [_dma(Opcode.LOAD, dram, sram, row_bytes, r1 - r0, self.pitch, pitch)]
+
+
+@dataclass(frozen=True)
+class ColumnCopy(ColumnWindow):
+    """The column window of an input resident in SRAM (the DMA reaches DRAM only): the
+    vector unit copies the band's rows into the padded tile, one clip of the full range a
+    row (W*C contiguous bytes: channels-last, pixels adjacent)."""
+
+    def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
+        writes = [(tile.base, tile.slot)]
+        if self.padded(rows):
+            zp = self.zero_point
+            count = self.band_bytes(rows[1] - rows[0])
+            fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
+            ev.add("vector", [fill], key - 0.25, writes=writes)
+        ev.add("vector", self.specs(n, rows, tile), key, writes=writes, tensors=[self.source])
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        view, pitch = self.view, self.in_place[1]
+        row_bytes = view.shape[2] * self.channels
+        found = []
+        for r in range(*rows):
+            src = Addr(view.storage, view.pixel_offset(n, r))
+            dst = tile + (r - rows[0]) * pitch + self.pads[1] * self.channels
+            found.append(Spec(Clip, dict(src=src, dst=dst, count=row_bytes, clamp_min=-128, clamp_max=127)))
+        return found
+
+
 def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
     """The conv's own tiling, or an im2col of it when the estimate finds that faster."""
     try:
         direct = tile_mac.plan_mac(op, ctx)
     except LowerError:
         direct = None
-    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx)) if g is not None]
+    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx), *columns_of(op, ctx)) if g is not None]
     if CHOOSE != "estimate":
         gathers = [g for g in gathers if (g.kind == CHOOSE)]
     candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
@@ -237,7 +341,18 @@ def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
     if direct is None and not candidates:
         return tile_mac.plan_mac(op, ctx)  # raises the conv's own reason
     candidates = ([direct] if direct is not None else []) + candidates
-    return min(candidates, key=lambda plan: _cycles(plan, ctx))  # ties: the conv itself
+    return _fastest_for_its_traffic(candidates, ctx)
+
+
+def _fastest_for_its_traffic(candidates: list[OpPlan], ctx: Context) -> OpPlan:
+    """The plan moving the fewest DRAM and flash bytes among those within
+    tile_mac.TRAFFIC_SLACK of the fastest (ties: the faster, then the first, the conv
+    itself): a gather that reads its input kh*kw times, or a packed window's zero weights,
+    is not worth a cycle or two in a hundred."""
+    scored = [(_cycles(p, ctx), p.dram_read_bytes + p.dram_write_bytes, i) for i, p in enumerate(candidates)]
+    fastest = min(cycles for cycles, _, _ in scored)
+    near = [s for s in scored if s[0] <= fastest * (1 + tile_mac.TRAFFIC_SLACK)]
+    return candidates[min(near, key=lambda s: (s[1], s[0], s[2]))[2]]
 
 
 def _cycles(plan: OpPlan, ctx: Context) -> int:
@@ -248,6 +363,8 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
     """The 1x1 conv (patches) or 1 x kw conv (rows) over the gathered tile, tiled."""
     shape = tile_mac.shape_of(op, ctx)
     (_, kw), (_, sw), (_, left, _, right) = op.kernel, op.strides, op.padding
+    if isinstance(gather, ColumnWindow):
+        return _planned_columns(op, ctx, gather, shape)
     if isinstance(gather, RowGather):
         kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
         weights = op.weights.transpose(0, 2, 1, 3).reshape(op.out_channels, 1, kw, -1)
@@ -269,12 +386,47 @@ def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
     return plan
 
 
-def gather_of(op, ctx: Context, check_rows: bool = True) -> Gather | None:
+def _planned_columns(op: vops.Conv, ctx: Context, window: ColumnWindow, shape) -> OpPlan | None:
+    """The kh x 1 conv over the column window's tile, tiled; packed (P > 1): P*O outputs
+    over the output tensor seen as (out_h, ow/P, P*O), its bytes unchanged."""
+    (kh, kw), (sh, sw), (top, _, bottom, _) = op.kernel, op.strides, op.padding
+    pack, out_c, span = window.pack, op.out_channels, window.tile_shape[1]
+    weights = np.zeros((pack * out_c, kh, 1, span), np.int8)
+    rows = op.weights.reshape(out_c, kh, kw * window.channels)
+    for p in range(pack):
+        start = p * sw * window.channels
+        weights[p * out_c : (p + 1) * out_c, :, 0, start : start + rows.shape[2]] = rows
+    multipliers = np.tile(np.broadcast_to(op.requant.multipliers, (out_c,)), pack)
+    requant = replace(op.requant, multipliers=multipliers)
+    one = replace(op, weights=weights, strides=(sh, 1), padding=(top, 0, bottom, 0),
+                  bias=np.tile(op.bias, pack), requant=requant)  # fmt: skip
+    flat = replace(shape, h=shape.h, w=window.tile_shape[0], cin=span, ow=shape.ow // pack, cout=pack * out_c,
+                   kernel=(kh, 1), strides=(sh, 1), pads=(top, 0, bottom, 0))  # fmt: skip
+    if pack > 1:
+        y = ctx.view(op.output)
+        packed = replace(y, shape=(*y.shape[:2], y.shape[2] // pack, pack * out_c), pixel_stride=pack * out_c)
+        placement = copy.copy(ctx.placement)
+        placement.views = {**ctx.placement.views, op.output: packed}
+        ctx = replace(ctx, placement=placement)
+    try:
+        plan = tile_mac.plan_mac(one, ctx, flat, window)
+    except LowerError:
+        return None
+    plan.op, plan.macs = op, shape.n * shape.oh * shape.ow * out_c * kh * kw * window.channels
+    where = "of a resident input" if isinstance(window, ColumnCopy) else "in place"
+    packed_note = f", {pack} output columns a pixel" if pack > 1 else ""
+    label = f"column window {where} ({span} channels, {kh}x1 kernel{packed_note})"
+    plan.choice = {"lowering": label, **plan.choice}
+    return plan
+
+
+def gather_of(op, ctx: Context, check_rows: bool = True, resident: bool = False) -> Gather | None:
     """The gather of `op`'s patches when im2col applies (see the module's docstring) and
-    fills the array's rows better than the conv does; else None."""
+    fills the array's rows better than the conv does; else None. `resident`: an input in
+    SRAM too (the column window's copy)."""
     if not isinstance(op, vops.Conv) or op.groups != 1 or tuple(op.dilation) != (1, 1):
         return None
-    if not ctx.in_dram(op.inputs[0]):
+    if not resident and not ctx.in_dram(op.inputs[0]):
         return None
     view, rows = ctx.view(op.inputs[0]), ctx.hw.mac_rows
     (kh, kw), channels = op.kernel, view.shape[3]
@@ -298,3 +450,37 @@ def rows_of(op, ctx: Context) -> RowGather | None:
     if kh == 1 or kh * channels > 0xFFFF or -(-kh * channels // rows) >= kh * -(-channels // rows):
         return None
     return RowGather(**{f.name: getattr(found, f.name) for f in fields(Gather)})
+
+
+def columns_of(op, ctx: Context) -> list[ColumnWindow]:
+    """The column windows of `op` when they apply (as gather_of, channels-last or one
+    channel; an input resident in SRAM copied by the vector unit) and kw*C fills the
+    array's rows better than C does: one window a pixel, and P > 1 of them where P times
+    the output channels fit the array's columns (packing no more blocks); else []."""
+    found = gather_of(op, ctx, check_rows=False, resident=True)
+    if found is None:
+        return []
+    rows, kw, channels = ctx.hw.mac_rows, found.kernel[1], found.channels
+    if found.view.nchw and channels > 1:  # the pixels' channels are not adjacent
+        return []
+    if kw == 1 or kw * channels > 0xFFFF or -(-kw * channels // rows) >= kw * -(-channels // rows):
+        return []
+    window = ColumnWindow if ctx.in_dram(op.inputs[0]) else ColumnCopy
+    one = window(**{f.name: getattr(found, f.name) for f in fields(Gather)})
+    return [one, *[replace(one, pack=p) for p in [_pack_of(op, ctx, one)] if p > 1]]
+
+
+def _pack_of(op, ctx: Context, one: ColumnWindow) -> int:
+    """The most output columns a wide pixel can take: P x the output channels within the
+    array's columns, the output width a multiple of P, the wide pixel within the array's
+    row blocks of one window and the ISA's fields, the output channels-last and dense."""
+    out_c, width = op.out_channels, one.out[1]
+    blocks = -(-one.tile_shape[1] // ctx.hw.mac_rows)
+    if not ctx.view(op.output).contiguous:
+        return 1
+    for pack in range(ctx.hw.mac_cols // out_c, 1, -1):
+        packed = replace(one, pack=pack)
+        span, stride = packed.tile_shape[1], packed.in_place[0]
+        if width % pack == 0 and max(span, stride) <= 0xFFFF and -(-span // ctx.hw.mac_rows) <= blocks:
+            return pack
+    return 1

@@ -167,7 +167,9 @@ def _in_rows(shape: MacShape, band: int) -> int:
     return min(shape.h, (band - 1) * shape.strides[0] + (shape.kernel[0] - 1) * shape.dilation[0] + 1)
 
 
-def _buffers(shape: MacShape, choice: Choice, ctx: Context, x_dram: bool, y_dram: bool, tiles: int) -> dict:
+def _buffers(
+    shape: MacShape, choice: Choice, ctx: Context, x_dram: bool, y_dram: bool, tiles: int, gather=None
+) -> dict:
     mode = ctx.target.numerics.requant
     parts = chunks(shape, choice)
     blocks = [
@@ -183,9 +185,11 @@ def _buffers(shape: MacShape, choice: Choice, ctx: Context, x_dram: bool, y_dram
         found["w"] = buffer(ctx, "w", sum(blocks), 1, prefetch=True)
     else:
         found["w"] = buffer(ctx, "w", max(blocks), 2 if len(blocks) > 1 else 1, prefetch=True)
-    if x_dram:
+    if x_dram or gather is not None:  # a tile of the input band
         loads = tiles * max(len(c.steps) for c in parts)
-        found["in"] = buffer(ctx, "in", _in_rows(shape, rows) * shape.w * in_c, 2 if loads > 1 else 1)
+        in_rows = _in_rows(shape, rows)
+        in_bytes = gather.band_bytes(in_rows) if gather is not None else in_rows * shape.w * in_c
+        found["in"] = buffer(ctx, "in", in_bytes, 2 if loads > 1 else 1)
     found["acc"] = buffer(ctx, "acc", rows * shape.ow * out_c * 4, 2 if tiles > 1 else 1)
     if y_dram:
         found["out"] = buffer(ctx, "out", rows * shape.ow * out_c, 2 if tiles > 1 else 1)
@@ -233,8 +237,9 @@ def vector_splits(shape: MacShape, hw) -> tuple[tuple[int, int], ...]:
 
 def plan_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape | None = None, gather=None) -> OpPlan:
     """The fastest tiling of `op`. With `gather` (tile_im2col.py), `op` and `shape` are a
-    1x1 conv over the gathered patches and `gather(ev, n, rows, tile, key)` fills each
-    input band in place of a band load; its channels are never split."""
+    conv over the gathered tile and `gather(ev, n, rows, tile, key)` fills each input band
+    in place of a band load (`gather.band_bytes(rows)` bytes, read with the conv strides
+    `gather.in_place`); its channels are never split."""
     shape = shape or shape_of(op, ctx)
     x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
     key = (*_search_key(op, ctx, shape, x_dram, y_dram), gather)
@@ -276,7 +281,8 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
             if choice.order == "chunks" and (choice.whole or not x_dram):
                 continue
             tiles = _tile_count(shape, choice)
-            if working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, tiles).values())) > ctx.budget:
+            buffers = _buffers(shape, choice, ctx, x_dram, y_dram, tiles, gather)
+            if working_set(list(buffers.values())) > ctx.budget:
                 continue
             # choices differing only in weight residency or loop order issue the same MAC and
             # vector instructions (their DMA work and addresses differ): one busy-time bound
@@ -348,9 +354,10 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     if isinstance(op, vops.Dense):  # its M rows are the pixels of the view, in order
         x_view, y_view = rows_view(x_view), rows_view(y_view)
     x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    tiled = x_dram or gather is not None  # the conv reads a tile of the input band
     parts = chunks(shape, choice)
     tile_list = _tiles(shape, choice, parts)
-    bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list))
+    bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list), gather)
     blob_name = f"blob{ctx.index}.weights"
     pieces = pieces_of(shape, ctx) if isinstance(op, vops.Conv) else [Piece((0, 1), (0, shape.oh))]
     blocks, blob = _pack(op, shape, parts, mode, blob_name, pieces)
@@ -377,7 +384,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
         for k, (c0, c1) in enumerate(chunk.steps):
             last = k == len(chunk.steps) - 1
             reads, tensors = [], []
-            if x_dram:
+            if tiled:
                 want = (n, i0, i1, c0, c1)
                 if want != current_in:
                     in_slot = ev.slot(bufs["in"])
@@ -388,11 +395,12 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                         specs = transfer.band(Opcode.LOAD, x_view, n, (i0, i1), (c0, c1), tile)
                         ev.add("load", specs, step - 1, writes=[(tile.base, in_slot)], tensors=[op.inputs[0]])
                     current_in = want
-                src, src_stride = Addr(bufs["in"].name, 0, in_slot), 0
+                src = Addr(bufs["in"].name, 0, in_slot)
+                strides = gather.in_place if gather is not None else (0, 0)  # (pixel, row) bytes
                 reads.append((bufs["in"].name, in_slot))
             else:
                 src = ctx.storage_addr(x_view, x_view.pixel_offset(n, i0) - x_view.offset + c0)
-                src_stride = x_view.pixel_stride if x_view.pixel_stride != c1 - c0 else 0
+                strides = (x_view.pixel_stride if x_view.pixel_stride != c1 - c0 else 0, 0)
                 tensors.append(op.inputs[0])
             offset, _, block_bytes, bias_at, params_at, piece_at = blocks[(j, k)]
             if choice.whole:
@@ -413,8 +421,8 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                     rows = (max(u0, piece.out[0]), min(u1, piece.out[1]))
                     if rows[0] >= rows[1]:
                         continue  # these kernel rows read only padding for this band
-                    fields = _conv_fields(op, shape, pieces, p, rows, (c0, c1), chunk, src, src_stride,
-                                          i0, n, x_dram, x_view)  # fmt: skip
+                    fields = _conv_fields(op, shape, pieces, p, rows, (c0, c1), chunk, src, strides,
+                                          i0, n, tiled, x_view)  # fmt: skip
                     fields.update(
                         opcode=opcode,
                         weights=weights + piece_at[p],
@@ -503,15 +511,16 @@ def unit_rows(rows: tuple[int, int], vector: tuple[int, int], acc: str):
     return [part for part in parts if part[0][0] < part[0][1]]
 
 
-def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, src, src_stride, i0, n,
-                 x_dram: bool, x_view: View) -> dict:  # fmt: skip
+def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, src, strides, i0, n,
+                 tiled: bool, x_view: View) -> dict:  # fmt: skip
     """The geometry fields of one conv instruction: kernel rows pieces[p] over output `rows`
-    of input channels `cin`, reading from `src` (the tile's first input row i0)."""
+    of input channels `cin`, reading from `src` (the tile's first input row i0) with
+    `strides` = (src_stride, src_row_stride), 0 for dense."""
     (_, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
     (k0, k1), (c0, c1) = pieces[p].rows, cin
     p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
-    if x_dram:
-        piece_src = src + (p0 - i0) * shape.w * (c1 - c0)
+    if tiled:
+        piece_src = src + (p0 - i0) * (strides[1] or shape.w * (c1 - c0))
     else:
         piece_src = src + (x_view.pixel_offset(n, p0) - x_view.pixel_offset(n, i0))
     return dict(
@@ -532,7 +541,8 @@ def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, s
         pad_right=shape.pads[3],
         groups=chunk.groups,
         src_zp=op.in_q[0].zero_point,
-        src_stride=src_stride,
+        src_stride=strides[0],
+        src_row_stride=strides[1],
     )
 
 
