@@ -131,7 +131,7 @@ def test_a_resident_few_channel_conv_as_a_column_window_matches_onnxruntime(
     the stem's output in DRAM: the mid conv's window is then of a loaded band."""
     monkeypatch.setattr(tile_im2col, "CHOOSE", mode)
     model, shape = _resident_conv_model()
-    qdq_path = _qdq(model, shape, tmp_path)
+    _, qdq_path = quantize_qdq(model, tmp_path, shape)
     artifact = compile_model(qdq_path, target=target, profitability=False)
     layers = {node: layer for layer in artifact.report["vpu"]["layers"] for node in layer["nodes"]}
     lowered = tuple(layers[name]["tiling"].get("lowering") for name in ("stem", "mid"))
