@@ -110,6 +110,7 @@ def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
                 b.last = b.last + 1
         try:
             sram_peak = allocate_sram(list(placement.storages.values()), buffers, hw.sram_bytes)
+            prefetch.refine_waits(plans, placement)
             break
         except AllocationError as exc:
             failure = exc

@@ -135,6 +135,9 @@ class OpPlan:
     dram_write_bytes: int = 0
     macs: int = 0
     key_base: float = 0.0  # the key its events count from (tiling.Context.key_base)
+    # (tensor, buffers): its loads into these buffers wait for that tensor in the estimate
+    # until SRAM is allocated (prefetch.refine_waits)
+    provisional_wait: tuple[str, frozenset[str]] | None = None
 
     @property
     def working_set_bytes(self) -> int:
