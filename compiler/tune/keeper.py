@@ -1,0 +1,189 @@
+"""`vpuc tune`'s check of a candidate: one task's best so far, replayed, built and run beside
+the default schedule on seeded inputs; stored in the tuning database (at once, whole) only
+when its outputs agree and it is faster (tuner.py drives it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+
+from vpuc.compiler import compat
+from vpuc.compiler.errors import last_line
+from vpuc.compiler.host import database as tuning_db
+from vpuc.compiler.host.defaults import default_schedule
+from vpuc.compiler.host.target import HostTarget
+from vpuc.compiler.host.tasks import Task
+
+TIMING_REPEATS = 20
+CHECK_GAIN = 1.05  # a task's new best is checked when this much faster than the last checked
+TIMING_MIN_REPEAT_MS = 2  # each timed repeat runs the kernel enough times to last this long
+VALIDATION_RTOL = 1e-4
+
+
+@dataclass
+class TaskOutcome:
+    name: str
+    kernels: int
+    default_us: float | None = None
+    tuned_us: float | None = None
+    stored: bool = False
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.name, "kernels": self.kernels, "stored": self.stored, "reason": self.reason,
+            "default_us": rounded(self.default_us), "tuned_us": rounded(self.tuned_us),
+        }  # fmt: skip
+
+
+class Keeper:
+    """One task's best so far: each new best MetaSchedule measured is checked against the
+    default schedule (same outputs, faster, both timed by `_run`) and, when it wins, stored
+    in the database on disk at once."""
+
+    def __init__(self, task: Task, work_db, db, host: HostTarget, model_name: str, min_speedup: float):
+        self.task, self.work_db, self.db, self.host = task, work_db, db, host
+        self.model_name, self.min_speedup = model_name, min_speedup
+        self.outcome = TaskOutcome(task.name, task.weight)
+        self.checked_secs = float("inf")  # MetaSchedule's figure of the last best checked
+        self.default: tuple[list[np.ndarray], float] | None = None
+        self.earlier_us: float | None = None  # the stored record's tuned latency (a rerun)
+        self.min_check_gain = max(min_speedup, CHECK_GAIN)
+
+    def resume(self, ms) -> bool:
+        """Seed the search with the record an earlier run stored, if any (True)."""
+        records = self.db.records
+        if not records.has_workload(self.task.mod):
+            return False
+        found = records.get_top_k(records.commit_workload(self.task.mod), 1)
+        if not found:
+            return False
+        old = found[0]
+        workload = self.work_db.commit_workload(self.task.mod)
+        self.work_db.commit_tuning_record(
+            ms.database.TuningRecord(old.trace, workload, old.run_secs, old.target, old.args_info)
+        )
+        entry = self.db.tasks.get(str(compat.structural_hash(self.task.mod)), {})
+        self.outcome.stored, self.outcome.reason = True, "kept: stored by an earlier run"
+        self.outcome.default_us, self.outcome.tuned_us = entry.get("default_us"), entry.get("tuned_us")
+        self.earlier_us = entry.get("tuned_us")
+        self.checked_secs = _mean_secs(old)
+        return True
+
+    def update(self) -> None:
+        records = self.work_db.get_top_k(self.work_db.commit_workload(self.task.mod), 1)
+        # a check builds and times two kernels: only for a best clearly better than the last
+        if not records or _mean_secs(records[0]) * self.min_check_gain > self.checked_secs:
+            return
+        self.checked_secs = _mean_secs(records[0])
+        self._check(records[0])
+
+    def finish(self) -> TaskOutcome:
+        if self.checked_secs == float("inf") and not self.outcome.reason:
+            self.outcome.reason = "no valid candidate measured"
+        return self.outcome
+
+    def _check(self, record) -> None:
+        outcome = TaskOutcome(self.task.name, self.task.weight)
+        try:
+            tuned = self.work_db.query_schedule(self.task.mod, self.host.target, "main").mod["main"]
+            tuned_out, outcome.tuned_us = _run(tuned, self.host)
+            if self.default is None:
+                self.default = _run(default_schedule(self.task.mod["main"], _options(self.host)), self.host)
+            default_out, outcome.default_us = self.default
+        except Exception as exc:  # a candidate that does not replay, build or run here
+            self._reject(outcome, f"does not run: {last_line(exc)}")
+            return
+        if not _same(tuned_out, default_out):
+            self._reject(outcome, "wrong results (differs from the default schedule): discarded")
+            return
+        speedup = outcome.default_us / outcome.tuned_us if outcome.tuned_us > 0 else float("inf")
+        verdict = f"{speedup:.2f}x the default schedule's speed (applied from {self.min_speedup:.2f}x)"
+        if speedup < self.min_speedup:
+            self._reject(outcome, verdict)
+            return
+        if self.earlier_us is not None and outcome.tuned_us >= self.earlier_us:
+            return  # the earlier run's record is as fast: keep it (and its outcome)
+        # the record rewritten onto the database's own workload: its pruning keeps one best
+        # per workload object, and the search's workload is another object
+        workload = self.db.records.commit_workload(self.task.mod)
+        self.db.records.commit_tuning_record(
+            compat.metaschedule().database.TuningRecord(
+                record.trace, workload, record.run_secs, record.target, record.args_info
+            )
+        )
+        self.db.tasks[str(compat.structural_hash(self.task.mod))] = {
+            "kernel": self.task.name, "model": self.model_name,
+            "default_us": rounded(outcome.default_us), "tuned_us": rounded(outcome.tuned_us),
+        }  # fmt: skip
+        save_uninterrupted(self.db)
+        outcome.stored, outcome.reason = True, verdict
+        self.earlier_us, self.outcome = outcome.tuned_us, outcome
+
+    def _reject(self, outcome: TaskOutcome, reason: str) -> None:
+        if not self.outcome.stored:  # a stored record stays the task's outcome
+            outcome.reason = reason
+            self.outcome = outcome
+
+
+def _mean_secs(record) -> float:
+    secs = [float(s) for s in (record.run_secs or [])]
+    return sum(secs) / len(secs) if secs else float("inf")
+
+
+def save_uninterrupted(db) -> None:
+    """Write the database with Ctrl-C held back until the files are whole."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        tuning_db.save(db)
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        tuning_db.save(db)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _options(host: HostTarget):
+    from vpuc.compiler.host.build import schedule_options
+
+    return schedule_options(host)
+
+
+def _run(kernel: tvm.tirx.PrimFunc, host: HostTarget) -> tuple[list[np.ndarray], float]:
+    """Outputs on seeded inputs, and the median latency in microseconds."""
+    lib = tvm.tirx.build(kernel.with_attr("global_symbol", "main"), target=host.target)
+    rng = np.random.default_rng(0)
+    args = []
+    for param in kernel.params:
+        shape = [int(d) for d in param.shape]
+        if "float" in str(param.dtype):
+            args.append(rng.standard_normal(shape).astype(str(param.dtype)))
+        else:
+            args.append(np.zeros(shape, dtype=str(param.dtype)))
+    tensors = [tvm.runtime.tensor(a) for a in args]
+    lib["main"](*tensors)
+    outputs = [t.numpy() for t in tensors]
+    timer = lib.time_evaluator(
+        "main", tvm.cpu(), number=1, repeat=TIMING_REPEATS, min_repeat_ms=TIMING_MIN_REPEAT_MS
+    )
+    return outputs, float(np.median(timer(*tensors).results)) * 1e6
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    for x, y in zip(a, b, strict=True):
+        scale = float(np.max(np.abs(y))) if y.size and np.issubdtype(y.dtype, np.floating) else 0.0
+        if not np.allclose(
+            x, y, rtol=VALIDATION_RTOL, atol=VALIDATION_RTOL * max(scale, 1.0), equal_nan=True
+        ):
+            return False
+    return True
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
