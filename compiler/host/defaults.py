@@ -66,9 +66,14 @@ class ScheduleOptions:
 
 def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.PrimFunc:
     """`func` with the default schedule applied to each top-level block it accepts."""
-    if NO_VECTOR_INTRINSICS.search(func.script()):
-        return func.with_attr("tirx.is_scheduled", True)
+    return default_schedule_of(func, options).mod["main"].with_attr("tirx.is_scheduled", True)
+
+
+def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.Schedule:
+    """The default schedule of `func` as a TVM Schedule (its trace seeds `vpuc tune`'s search)."""
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    if NO_VECTOR_INTRINSICS.search(func.script()):
+        return sch
     names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
     for name in names:
         try:
@@ -95,7 +100,7 @@ def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.Prim
         except SCHEDULE_ERRORS:
             continue
         sch = trial
-    return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+    return sch
 
 
 def _extent(sch: s_tir.Schedule, loop) -> int:

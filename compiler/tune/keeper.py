@@ -1,6 +1,12 @@
 """`vpuc tune`'s check of a candidate: one task's best so far, replayed, built and run beside
 the default schedule on seeded inputs; stored in the tuning database (at once, whole) only
-when its outputs agree and it is faster (tuner.py drives it)."""
+when its outputs agree, it is faster alone, and the whole model runs faster with it
+(model_check.py). tuner.py drives it.
+
+The default schedule is timed first (`Keeper.time_default`): its latency is the task's
+share of the model's time (rounds.py), and its trace, with that latency, seeds the search's
+database, so a candidate is checked only when MetaSchedule measured it faster than the
+default."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import tvm
 from vpuc.compiler import compat
 from vpuc.compiler.errors import last_line
 from vpuc.compiler.host import database as tuning_db
-from vpuc.compiler.host.defaults import default_schedule
+from vpuc.compiler.host.defaults import default_schedule_of
 from vpuc.compiler.host.target import HostTarget
 from vpuc.compiler.host.tasks import Task
 
@@ -44,9 +50,12 @@ class Keeper:
     default schedule (same outputs, faster, both timed by `_run`) and, when it wins, stored
     in the database on disk at once."""
 
-    def __init__(self, task: Task, work_db, db, host: HostTarget, model_name: str, min_speedup: float):
+    def __init__(
+        self, task: Task, work_db, db, host: HostTarget, model_name: str, min_speedup: float, gate=None
+    ) -> None:  # fmt: skip
+        """`gate`: the model check (model_check.ModelGate), None to store without one."""
         self.task, self.work_db, self.db, self.host = task, work_db, db, host
-        self.model_name, self.min_speedup = model_name, min_speedup
+        self.model_name, self.min_speedup, self.gate = model_name, min_speedup, gate
         self.outcome = TaskOutcome(task.name, task.weight)
         self.checked_secs = float("inf")  # MetaSchedule's figure of the last best checked
         self.default: tuple[list[np.ndarray], float] | None = None
@@ -73,6 +82,35 @@ class Keeper:
         self.checked_secs = _mean_secs(old)
         return True
 
+    def resumed_kernel(self):
+        """The stored record's kernel, None when it does not replay here."""
+        return self.db.lookup(self.task.mod, self.host.target) if self.outcome.stored else None
+
+    def time_default(self, ms) -> float | None:
+        """Time the default schedule (its outputs kept for the checks) and seed the search's
+        database with its trace (unless min_speedup is 0: every candidate stored); the model's
+        time in this task (us x calls), None if the default schedule does not build or run."""
+        try:
+            sch = default_schedule_of(self.task.mod["main"], _options(self.host))
+            self.default = _run(sch.mod["main"], self.host)
+        except Exception:  # noqa: BLE001 - TVM's errors: no baseline, so no check either
+            return None
+        if not self.outcome.stored:
+            self.outcome.default_us = self.default[1]
+        default_secs = self.default[1] / 1e6
+        if self.min_speedup <= 0:  # tests: every validated candidate is stored, so none seeds
+            return self.default[1] * self.task.weight
+        self.checked_secs = min(self.checked_secs, default_secs)
+        try:
+            workload = self.work_db.commit_workload(self.task.mod)
+            args_info = ms.arg_info.ArgInfo.from_prim_func(self.task.mod["main"])
+            self.work_db.commit_tuning_record(
+                ms.database.TuningRecord(sch.trace, workload, [default_secs], self.host.target, args_info)
+            )
+        except Exception:  # noqa: BLE001 - a trace MetaSchedule cannot store: search unseeded
+            pass
+        return self.default[1] * self.task.weight
+
     def update(self) -> None:
         records = self.work_db.get_top_k(self.work_db.commit_workload(self.task.mod), 1)
         # a check builds and times two kernels: only for a best clearly better than the last
@@ -82,8 +120,8 @@ class Keeper:
         self._check(records[0])
 
     def finish(self) -> TaskOutcome:
-        if self.checked_secs == float("inf") and not self.outcome.reason:
-            self.outcome.reason = "no valid candidate measured"
+        if not self.outcome.reason:
+            self.outcome.reason = "no candidate measured faster than the default schedule"
         return self.outcome
 
     def _check(self, record) -> None:
@@ -92,7 +130,7 @@ class Keeper:
             tuned = self.work_db.query_schedule(self.task.mod, self.host.target, "main").mod["main"]
             tuned_out, outcome.tuned_us = _run(tuned, self.host)
             if self.default is None:
-                self.default = _run(default_schedule(self.task.mod["main"], _options(self.host)), self.host)
+                raise RuntimeError("the default schedule does not run here")
             default_out, outcome.default_us = self.default
         except Exception as exc:  # a candidate that does not replay, build or run here
             self._reject(outcome, f"does not run: {last_line(exc)}")
@@ -107,6 +145,13 @@ class Keeper:
             return
         if self.earlier_us is not None and outcome.tuned_us >= self.earlier_us:
             return  # the earlier run's record is as fast: keep it (and its outcome)
+        if self.gate is not None and self.min_speedup > 0:
+            kernel = tuned.with_attr("tirx.is_scheduled", True)
+            kept, with_us, without_us = self.gate.admit(self.task.name, kernel)
+            verdict += f"; the model {with_us:.1f} us with it, {without_us:.1f} us without"
+            if not kept:
+                self._reject(outcome, verdict)
+                return
         # the record rewritten onto the database's own workload: its pruning keeps one best
         # per workload object, and the search's workload is another object
         workload = self.db.records.commit_workload(self.task.mod)
@@ -134,17 +179,17 @@ def _mean_secs(record) -> float:
     return sum(secs) / len(secs) if secs else float("inf")
 
 
-def save_uninterrupted(db) -> None:
-    """Write the database with Ctrl-C held back until the files are whole."""
+def save_uninterrupted(db, write=tuning_db.save) -> None:
+    """Write the database (`write(db)`) with Ctrl-C held back until the files are whole."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        tuning_db.save(db)
+        write(db)
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        tuning_db.save(db)
+        write(db)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
