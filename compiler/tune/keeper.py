@@ -47,7 +47,7 @@ class TaskOutcome:
 
 class Keeper:
     """One task's best so far: each new best MetaSchedule measured is checked against the
-    default schedule (same outputs, faster, both timed by `_run`) and, when it wins, stored
+    default schedule (same outputs, faster, the two timed in alternation) and, when it wins, stored
     in the database on disk at once."""
 
     def __init__(
@@ -58,7 +58,7 @@ class Keeper:
         self.model_name, self.min_speedup, self.gate = model_name, min_speedup, gate
         self.outcome = TaskOutcome(task.name, task.weight)
         self.checked_secs = float("inf")  # MetaSchedule's figure of the last best checked
-        self.default: tuple[list[np.ndarray], float] | None = None
+        self.default: _Built | None = None  # the default schedule, built
         self.earlier_us: float | None = None  # the stored record's tuned latency (a rerun)
         self.min_check_gain = max(min_speedup, CHECK_GAIN)
 
@@ -92,14 +92,15 @@ class Keeper:
         time in this task (us x calls), None if the default schedule does not build or run."""
         try:
             sch = default_schedule_of(self.task.mod["main"], _options(self.host))
-            self.default = _run(sch.mod["main"], self.host)
+            self.default = _build(sch.mod["main"], self.host)
+            (default_us,) = _median_us(self.default)
         except Exception:  # noqa: BLE001 - TVM's errors: no baseline, so no check either
             return None
         if not self.outcome.stored:
-            self.outcome.default_us = self.default[1]
-        default_secs = self.default[1] / 1e6
+            self.outcome.default_us = default_us
+        default_secs = default_us / 1e6
         if self.min_speedup <= 0:  # tests: every validated candidate is stored, so none seeds
-            return self.default[1] * self.task.weight
+            return default_us * self.task.weight
         self.checked_secs = min(self.checked_secs, default_secs)
         try:
             workload = self.work_db.commit_workload(self.task.mod)
@@ -109,7 +110,7 @@ class Keeper:
             )
         except Exception:  # noqa: BLE001 - a trace MetaSchedule cannot store: search unseeded
             pass
-        return self.default[1] * self.task.weight
+        return default_us * self.task.weight
 
     def update(self) -> None:
         records = self.work_db.get_top_k(self.work_db.commit_workload(self.task.mod), 1)
@@ -128,10 +129,11 @@ class Keeper:
         outcome = TaskOutcome(self.task.name, self.task.weight)
         try:
             tuned = self.work_db.query_schedule(self.task.mod, self.host.target, "main").mod["main"]
-            tuned_out, outcome.tuned_us = _run(tuned, self.host)
             if self.default is None:
                 raise RuntimeError("the default schedule does not run here")
-            default_out, outcome.default_us = self.default
+            candidate = _build(tuned, self.host)
+            tuned_out, default_out = candidate.outputs, self.default.outputs
+            outcome.tuned_us, outcome.default_us = _median_us(candidate, self.default)
         except Exception as exc:  # a candidate that does not replay, build or run here
             self._reject(outcome, f"does not run: {last_line(exc)}")
             return
@@ -152,12 +154,13 @@ class Keeper:
             if not kept:
                 self._reject(outcome, verdict)
                 return
-        # the record rewritten onto the database's own workload: its pruning keeps one best
-        # per workload object, and the search's workload is another object
+        # the record rewritten onto the database's own workload (its pruning keeps one best
+        # per workload object, and the search's workload is another object), with this
+        # check's latency, so that pruning ranks records as the checks did
         workload = self.db.records.commit_workload(self.task.mod)
         self.db.records.commit_tuning_record(
             compat.metaschedule().database.TuningRecord(
-                record.trace, workload, record.run_secs, record.target, record.args_info
+                record.trace, workload, [outcome.tuned_us / 1e6], record.target, record.args_info
             )
         )
         self.db.tasks[str(compat.structural_hash(self.task.mod))] = {
@@ -200,8 +203,20 @@ def _options(host: HostTarget):
     return schedule_options(host)
 
 
-def _run(kernel: tvm.tirx.PrimFunc, host: HostTarget) -> tuple[list[np.ndarray], float]:
-    """Outputs on seeded inputs, and the median latency in microseconds."""
+@dataclass
+class _Built:
+    """A kernel built for the host, its outputs on seeded inputs, and a timer of one repeat
+    (at least TIMING_MIN_REPEAT_MS of calls; seconds per call)."""
+
+    outputs: list[np.ndarray]
+    timer: Any
+    tensors: list[Any]
+
+    def repeat_s(self) -> float:
+        return float(self.timer(*self.tensors).mean)
+
+
+def _build(kernel: tvm.tirx.PrimFunc, host: HostTarget) -> _Built:
     lib = tvm.tirx.build(kernel.with_attr("global_symbol", "main"), target=host.target)
     rng = np.random.default_rng(0)
     args = []
@@ -214,10 +229,18 @@ def _run(kernel: tvm.tirx.PrimFunc, host: HostTarget) -> tuple[list[np.ndarray],
     tensors = [tvm.runtime.tensor(a) for a in args]
     lib["main"](*tensors)
     outputs = [t.numpy() for t in tensors]
-    timer = lib.time_evaluator(
-        "main", tvm.cpu(), number=1, repeat=TIMING_REPEATS, min_repeat_ms=TIMING_MIN_REPEAT_MS
-    )
-    return outputs, float(np.median(timer(*tensors).results)) * 1e6
+    timer = lib.time_evaluator("main", tvm.cpu(), number=1, repeat=1, min_repeat_ms=TIMING_MIN_REPEAT_MS)
+    return _Built(outputs, timer, tensors)
+
+
+def _median_us(*built: _Built) -> list[float]:
+    """Median microseconds per call of each, over TIMING_REPEATS repeats taken in alternation
+    (one repeat of each in turn), so a change of the machine's load hits them alike."""
+    times: list[list[float]] = [[] for _ in built]
+    for _ in range(TIMING_REPEATS):
+        for k, b in enumerate(built):
+            times[k].append(b.repeat_s())
+    return [float(np.median(t)) * 1e6 for t in times]
 
 
 def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
