@@ -164,12 +164,14 @@ def tune_tasks(
 
 def _model_gate(model: tvm.IRModule | None, tasks: list[Task], keepers: list[Keeper], host: HostTarget):
     """The model check, starting from the records an earlier run stored (those that replay);
-    None without a model, or when the model cannot be built and timed here."""
+    None without a model, or when the model cannot be built and run here: then records are
+    kept on the kernel check alone."""
     if model is None:
         return None
     try:
         gate = ModelGate(ModelTimer(model, tasks, host))
-    except (ValueError, RuntimeError):  # no static input shape, a build TVM refuses
+        gate.current["main"](*gate.timer.args)  # it runs, before a check relies on it
+    except Exception:  # noqa: BLE001 - TVM's errors: no static input shape, a refused build, a run
         return None
     resumed = {k.task.name: k.resumed_kernel() for k in keepers}
     gate.kept = {name: kernel for name, kernel in resumed.items() if kernel is not None}
