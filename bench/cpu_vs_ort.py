@@ -12,21 +12,27 @@ and onnxruntime (CPU provider, full graph optimisation) on the same inputs. Both
 the same number of threads: the host target's num-cores (TVM_NUM_THREADS and
 intra_op_num_threads). Latency is the median of REPEATS calls (>= 20) after WARMUP calls,
 of `Executable.run` (what `vpuc run` calls; without the per-op timing callbacks behind
-`vpuc run`'s host-op table, `time_host_ops=False`) and of `InferenceSession.run`. The figure is
-latency_ratio = ours / onnxruntime (lower is better; 1.0 = parity). Goals (issue 14):
-untuned <= 3x on every model, tuned <= 1.25x with 10 minutes of tuning per model.
-Compile time is the wall time of compile_model without and with the database.
+`vpuc run`'s host-op table, `time_host_ops=False`) and of `InferenceSession.run`, the three
+timed in alternation (one call of each per repeat) so a change of the shared machine's load
+hits them alike. The figure is latency_ratio = ours / onnxruntime (lower is better; 1.0 =
+parity); tuned_over_untuned = tuned / untuned latency. Goals (issues 14, 26): untuned <= 3x
+on every model; tuned <= 1.25x, and never slower than untuned. Compile time is the wall
+time of compile_model without and with the database; `tune` is what `vpuc tune --json`
+reported (trials, records stored, seconds).
 
     python bench/cpu_vs_ort.py [--tune-minutes 10] [--models a,b] [--no-tune] [--reuse-db]
 writes bench/out/cpu_vs_ort.json: {"tune_minutes", "threads", "models": {name: {
-    "latency_ratio_untuned", "latency_ratio_tuned", "untuned_ms", "tuned_ms", "ort_ms",
-    "compile_s_untuned", "compile_s_tuned", "tuned_tasks", "tasks", "tune_s"}}}
+    "latency_ratio_untuned", "latency_ratio_tuned", "tuned_over_untuned", "untuned_ms",
+    "tuned_ms", "ort_ms", "compile_s_untuned", "compile_s_tuned", "tuned_tasks", "tasks",
+    "tune_s", "tune"}}}
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,7 +51,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT_DIR, median_seconds, write_json  # noqa: E402
+from _common import OUT_DIR, write_json  # noqa: E402
 
 from vpuc.compiler import compile_model  # noqa: E402
 from vpuc.compiler.host.database import META  # noqa: E402
@@ -56,6 +62,7 @@ EXPORTS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "expor
 FIXTURES = ["torch_small_cnn", "torch_upsample_pad", "torch_transformer_block", "tf2onnx_style",
             "paddle_style", "constant_weights"]  # fmt: skip
 MIN_REPEATS = 20
+WARMUP = 3
 
 
 def load(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -75,8 +82,9 @@ def timed_compile(model, inputs, db):
     return artifact, time.perf_counter() - start
 
 
-def tune(model: onnx.ModelProto, inputs: dict[str, np.ndarray], db: Path, args) -> float:
-    """`vpuc tune` in its own process, as a user runs it; returns its wall time."""
+def tune(model: onnx.ModelProto, inputs: dict[str, np.ndarray], db: Path, args) -> tuple[float, dict]:
+    """`vpuc tune` in its own process, as a user runs it: its wall time and what it reported
+    (trials, records stored, its search's seconds, per task the verdict)."""
     with tempfile.TemporaryDirectory(prefix="vpuc-bench-") as work:
         path = Path(work) / "model.onnx"
         onnx.save(model, path)
@@ -89,7 +97,10 @@ def tune(model: onnx.ModelProto, inputs: dict[str, np.ndarray], db: Path, args) 
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise SystemExit(f"vpuc tune failed: {result.stderr.strip().splitlines()[-1]}")
-        return time.perf_counter() - start
+        report = json.loads(result.stdout)
+        summary = {key: report.get(key) for key in ("trials", "stored", "elapsed_s", "first_call_s")}
+        summary["reasons"] = {t["task"]: t["reason"] for t in report.get("tasks", [])}
+        return time.perf_counter() - start, summary
 
 
 def measure(name: str, args) -> dict:
@@ -107,22 +118,37 @@ def measure(name: str, args) -> dict:
     db = Path(args.db_root) / name
     if not args.no_tune and not (args.reuse_db and not (db / META).is_file()):
         if not args.reuse_db:
-            row["tune_s"] = tune(model, inputs, db, args)
+            row["tune_s"], row["tune"] = tune(model, inputs, db, args)
         tuned, row["compile_s_tuned"] = timed_compile(model, inputs, db)
         row["tuned_tasks"] = tuned.report["host_build"]["tuned_tasks"]
         runs["tuned"] = Executable(tuned, time_host_ops=False)
-    ort_s = median_seconds(lambda: session.run(None, inputs), args.repeats)
-    for kind, executable in runs.items():
-        seconds = median_seconds(lambda executable=executable: executable.run(inputs), args.repeats)
-        row[f"{kind}_ms"] = seconds * 1e3
-        row[f"latency_ratio_{kind}"] = seconds / ort_s
-    row["ort_ms"] = ort_s * 1e3
+    calls = {"ort": lambda: session.run(None, inputs)}
+    calls.update({kind: (lambda e=executable: e.run(inputs)) for kind, executable in runs.items()})
+    seconds = interleaved_medians(calls, args.repeats)
+    for kind in runs:
+        row[f"{kind}_ms"] = seconds[kind] * 1e3
+        row[f"latency_ratio_{kind}"] = seconds[kind] / seconds["ort"]
+    if "tuned" in seconds:
+        row["tuned_over_untuned"] = seconds["tuned"] / seconds["untuned"]
+    row["ort_ms"] = seconds["ort"] * 1e3
     return row
+
+
+def interleaved_medians(calls: dict, repeats: int, warmup: int = WARMUP) -> dict[str, float]:
+    """Median seconds of each call, timed in alternation: one call of each per repeat."""
+    times: dict[str, list[float]] = {kind: [] for kind in calls}
+    for repeat in range(warmup + repeats):
+        for kind, call in calls.items():
+            start = time.perf_counter()
+            call()
+            if repeat >= warmup:
+                times[kind].append(time.perf_counter() - start)
+    return {kind: statistics.median(values) for kind, values in times.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join([*zoo.MODELS, *FIXTURES])}")
     parser.add_argument("--tune-minutes", type=float, default=10.0, help="tuning budget per model")
     parser.add_argument("--trials", type=int, help="cap on tuning candidates per model (default: vpuc's)")
@@ -149,8 +175,8 @@ def print_table(figures: dict) -> None:
     minutes = figures["tune_minutes"]
     budget = "not tuned" if minutes is None else f"{minutes:g} min tuning per model"
     table = Table(title=f"CPU path vs onnxruntime ({figures['threads']} threads, median latency, {budget})")
-    columns = ("model", "ort (ms)", "untuned (ms)", "ratio", "tuned (ms)", "ratio", "tuned tasks",
-               "compile (s)", "with db (s)")  # fmt: skip
+    columns = ("model", "ort (ms)", "untuned (ms)", "ratio", "tuned (ms)", "ratio", "tuned/untuned",
+               "tuned tasks", "compile (s)", "with db (s)")  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right")
     for name, row in figures["models"].items():
@@ -158,9 +184,10 @@ def print_table(figures: dict) -> None:
         cells = [f"{row['ort_ms']:.3f}", f"{row['untuned_ms']:.3f}", f"{row['latency_ratio_untuned']:.2f}x"]
         if tuned:
             tasks = f"{row['tuned_tasks']}/{row['tasks']}"
-            cells += [f"{row['tuned_ms']:.3f}", f"{row['latency_ratio_tuned']:.2f}x", tasks]
+            cells += [f"{row['tuned_ms']:.3f}", f"{row['latency_ratio_tuned']:.2f}x",
+                      f"{row['tuned_over_untuned']:.2f}x", tasks]  # fmt: skip
         else:
-            cells += ["-", "-", "-"]
+            cells += ["-", "-", "-", "-"]
         cells += [f"{row['compile_s_untuned']:.1f}", f"{row['compile_s_tuned']:.1f}" if tuned else "-"]
         table.add_row(name, *cells)
     Console().print(table)

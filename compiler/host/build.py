@@ -97,7 +97,7 @@ def host_executable(
 ) -> tuple[relax.VMExecutable, dict[str, Any]]:
     """Schedule and build, in memory (tests run it on the VM without exporting a library)."""
     scheduled, report = schedule_host_module(mod, host, database)
-    return relax.build(scheduled, target=host.target, relax_pipeline=_lowering_pipeline(host)), report
+    return relax.build(scheduled, target=host.target, relax_pipeline=lowering_pipeline(host)), report
 
 
 def schedule_options(host: HostTarget) -> ScheduleOptions:
@@ -123,7 +123,7 @@ def schedule_host_module(
             if kernel is not None:  # keyed as "main"; in the module it keeps its own name
                 lowered[name] = kernel.without_attr("global_symbol")
             else:
-                lowered[name] = _scheduled_or_as_written(original, options)
+                lowered[name] = scheduled_or_as_written(original, options)
     report = {
         "target": host.to_json()["target"],
         "tasks": len(tasks),
@@ -135,7 +135,7 @@ def schedule_host_module(
     return lowered, report
 
 
-def _scheduled_or_as_written(kernel, options: ScheduleOptions):
+def scheduled_or_as_written(kernel, options: ScheduleOptions):
     """The default schedule, or the kernel as TVM wrote it where that schedule fails on it
     (kernels with no root block or an unusual loop nest: CumSum, TopK, Scatter*, found by
     ONNX's node tests; they compiled and passed before default schedules)."""
@@ -145,7 +145,7 @@ def _scheduled_or_as_written(kernel, options: ScheduleOptions):
         return kernel
 
 
-def _lowering_pipeline(host: HostTarget) -> tvm.transform.Pass:
+def lowering_pipeline(host: HostTarget) -> tvm.transform.Pass:
     """What relax.build runs on a module already lowered to scheduled kernels: TVM's CPU
     dataflow-lowering and finalisation passes (relax.backend.cpu_generic lists them, but
     0.27's relax.pipeline cannot reach them for llvm)."""

@@ -138,6 +138,23 @@ def save(db: TuningDatabase) -> None:
     db.records = _load_records(db.path)
 
 
+def forget(db: TuningDatabase, task_mods: list[tvm.IRModule]) -> None:
+    """Remove the records (and meta entries) of these tasks and write the database."""
+    ms = compat.metaschedule()
+    kept = ms.database.MemoryDatabase(module_equality="structural")
+    for record in db.records.get_all_tuning_records():
+        if any(compat.structural_equal(record.workload.mod, mod) for mod in task_mods):
+            continue
+        workload = kept.commit_workload(record.workload.mod)
+        kept.commit_tuning_record(
+            ms.database.TuningRecord(record.trace, workload, record.run_secs, record.target, record.args_info)
+        )
+    for mod in task_mods:
+        db.tasks.pop(str(compat.structural_hash(mod)), None)
+    db.records = kept
+    save(db)
+
+
 def _replace(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     follow_umask(fd)

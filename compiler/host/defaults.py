@@ -12,7 +12,8 @@ docs/tuning.md). So each top-level block of a kernel gets one fixed, legal sched
         vec  the innermost spatial axis (contiguous in the output), split by the vector
              width of the target's CPU (8 float32 lanes with AVX2)
         reg  the spatial axis that indexes the fewest inputs (a conv's output channel,
-             a matmul's row), split by up to 8: reg x vec accumulators stay in registers
+             a matmul's row), split by up to 8 (16 with AVX-512's 32 vector registers):
+             reg x vec accumulators stay in registers
              (cache_write "local" at the tile, written back with the elementwise epilogue
              inlined: bias, relu, ... cost no extra pass over memory)
     spatial block (elementwise, pad, transpose, ...):
@@ -32,7 +33,11 @@ from dataclasses import dataclass
 import tvm
 from tvm import s_tir, tirx
 
+# Register tile: reg accumulators of one vector each, plus the loads they share, must fit
+# the vector registers: 16 with AVX2 (tile 8), 32 with AVX-512 (tile 16).
 REG_TILE_MAX = 8
+REG_TILE_MAX_WIDE = 16  # with 512-bit vectors (AVX-512: 32 registers)
+WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
 # Parallel loops only for big kernels. Measured on the shared 2-core machine: resnet_mini
 # 0.60 ms single-threaded, 7.2 ms with its 3x3 convs over 2 threads (TVM's thread pool
 # spins at its barrier while other processes hold the cores); no zoo kernel reaches these.
@@ -54,12 +59,21 @@ class ScheduleOptions:
     vector_lanes: int  # float32 lanes of the target's widest vector register
     num_cores: int
 
+    @property
+    def reg_tile_max(self) -> int:
+        return REG_TILE_MAX_WIDE if self.vector_lanes >= WIDE_VECTOR_LANES else REG_TILE_MAX
+
 
 def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.PrimFunc:
     """`func` with the default schedule applied to each top-level block it accepts."""
-    if NO_VECTOR_INTRINSICS.search(func.script()):
-        return func.with_attr("tirx.is_scheduled", True)
+    return default_schedule_of(func, options).mod["main"].with_attr("tirx.is_scheduled", True)
+
+
+def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.Schedule:
+    """The default schedule of `func` as a TVM Schedule (its trace seeds `vpuc tune`'s search)."""
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    if NO_VECTOR_INTRINSICS.search(func.script()):
+        return sch
     names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
     for name in names:
         try:
@@ -86,7 +100,7 @@ def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.Prim
         except SCHEDULE_ERRORS:
             continue
         sch = trial
-    return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+    return sch
 
 
 def _extent(sch: s_tir.Schedule, loop) -> int:
@@ -115,13 +129,13 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
             factor = _largest_divisor(extents[i], options.vector_lanes)
             # No other axis to tile (a GEMV): several vectors of this one share each load
             # of the other input and use whole cache lines of the weights.
-            reg = _largest_divisor(extents[i] // factor, REG_TILE_MAX) if reg_axis is None else 1
+            reg = _largest_divisor(extents[i] // factor, options.reg_tile_max) if reg_axis is None else 1
             vo, vr, vi = sch.split(loops[i], [None, reg, factor])
             outer.append(vo)
             inner_reg.append(vr)
             inner_vec.append(vi)
         elif i == reg_axis:
-            factor = _largest_divisor(extents[i], REG_TILE_MAX)
+            factor = _largest_divisor(extents[i], options.reg_tile_max)
             ro, ri = sch.split(loops[i], [None, factor])
             outer.append(ro)
             inner_reg.append(ri)

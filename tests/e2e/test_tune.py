@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from vpuc.compiler import compat, compile_model
+from vpuc.compiler import compile_model
 from vpuc.compiler.driver import CompileOptions, prepare_model
 from vpuc.compiler.host.database import META, RECORDS, WORKLOADS
 from vpuc.compiler.host.target import resolve_host_target
@@ -26,18 +26,16 @@ RTOL = 1e-4
 
 @pytest.fixture(scope="module")
 def zoo_db(tmp_path_factory):
-    """One tiny MetaSchedule run over the distinct kernels of every zoo model; every
-    validated candidate is stored, faster than the default schedule or not."""
+    """A tiny MetaSchedule run per zoo model, into one database (one candidate per kernel the
+    model spends time in: rounds go by a task's share of its model's time); every validated
+    candidate is stored, faster than the default schedule or not."""
     db = tmp_path_factory.mktemp("tuning") / "cpu"
-    tasks, host = [], None
     for name in zoo.MODELS:
         prepared = prepare_model(zoo.build(name), "cpu", CompileOptions())
         host = resolve_host_target(prepared.target)
-        for task in extract_tasks(lower_to_kernels(prepared.mod, host.target)):
-            if not any(compat.structural_equal(task.mod, seen.mod) for seen in tasks):
-                tasks.append(task)
-    result = tune_tasks("zoo", tasks, host, db, trials=len(tasks), progress=False, min_speedup=0.0)
-    assert result.stored > 0, [t.to_json() for t in result.tasks]
+        tasks = extract_tasks(lower_to_kernels(prepared.mod, host.target))
+        result = tune_tasks(name, tasks, host, db, trials=len(tasks), progress=False, min_speedup=0.0)
+        assert result.stored > 0, [t.to_json() for t in result.tasks]
     return db
 
 

@@ -3,6 +3,8 @@ vectorised, and a model calling one still builds and is right (against onnxrunti
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -60,3 +62,27 @@ def test_a_model_calling_a_no_vector_intrinsic_builds_and_matches_onnxruntime(op
     compile_model(str(path), target="cpu").save(str(tmp_path / "m.vpub"))
     got = runtime.load(str(tmp_path / "m.vpub")).run({"x": x})["z"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def _unrolled_extents(func) -> list[int]:
+    return [int(n) for n in re.findall(r"T\.unroll\((\d+)\)", func.script())]
+
+
+@pytest.mark.parametrize(("lanes", "tile"), [(8, 8), (16, 16)])
+def test_the_register_tile_fills_the_vector_registers(lanes, tile):
+    """A matmul's row tile (its register tile, unrolled) is 8 rows with AVX2's 16 vector
+    registers and 16 with AVX-512's 32; the scheduled kernel still computes A @ B."""
+    from vpuc.compiler.host.defaults import ScheduleOptions, default_schedule
+
+    a = te.placeholder((32, 24), name="A")
+    b = te.placeholder((24, 64), name="B")
+    k = te.reduce_axis((0, 24), name="k")
+    c = te.compute((32, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    func = default_schedule(te.create_prim_func([a, b, c]), ScheduleOptions(vector_lanes=lanes, num_cores=1))
+    assert max(_unrolled_extents(func)) == tile
+    lib = tvm.tirx.build(func.with_attr("global_symbol", "main"), target="llvm")
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((32, 24), np.float32), rng.standard_normal((24, 64), np.float32)
+    out = tvm.runtime.tensor(np.zeros((32, 64), np.float32))
+    lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(y), out)
+    np.testing.assert_allclose(out.numpy(), x @ y, rtol=1e-5, atol=1e-5)
