@@ -95,3 +95,18 @@ def test_the_price_is_what_the_simulator_measures(target_name, case):
         priced,
         result.stats.total_cycles,
     )
+
+
+def test_a_patched_switch_is_asked_again(monkeypatch):
+    """The answers are cached; a code-generator switch (memo.SWITCHES) that changes what a
+    layer lowers to is part of the key. A 3-channel 3x3 first layer on vpu: forcing the plain
+    conv (tile_im2col.CHOOSE = "conv") makes it slower than the planner's choice (an im2col
+    gather into a 1x1 conv), and the cached answer must not hide that."""
+    from vpuc.compiler.lower.codegen import tile_im2col
+
+    target = load_target("vpu")
+    view = _conv_view(3, 16, 32, 32, 3)
+    chosen = answer(view, target).cycles
+    monkeypatch.setattr(tile_im2col, "CHOOSE", "conv")
+    plain = answer(view, target).cycles
+    assert plain > chosen > 0

@@ -52,7 +52,7 @@ class LayerAnswer:
 def answer(view: OpView, target: Target) -> LayerAnswer:
     """Plan `view` as the code generator would lower it alone: tiled, emitted, estimated
     (cached per op shape and target)."""
-    key = ("answer", target_fingerprint(target), _key(view))
+    key = ("answer", target_fingerprint(target), _switches(), _key(view))
     if key not in _ANSWERS:
         _ANSWERS[key] = _answer(view, target)
     return _ANSWERS[key]
@@ -63,7 +63,7 @@ def fit(view: OpView, target: Target) -> LayerAnswer:
     output row, the narrowest channel chunks) against what the target has, as the
     code generator's residency asks it before it plans; no tiling search (cached).
     `sram_bytes` is that smallest working set; `cycles` is not computed (0)."""
-    key = ("fit", target_fingerprint(target), _key(view))
+    key = ("fit", target_fingerprint(target), _switches(), _key(view))
     if key not in _ANSWERS:
         _ANSWERS[key] = _fit(view, target)
     return _ANSWERS[key]
@@ -80,6 +80,14 @@ def target_fingerprint(target: Target) -> str:
         known = (target, json.dumps(target.to_json(), sort_keys=True, default=str))
         _FINGERPRINTS[id(target)] = known
     return known[1]
+
+
+def _switches() -> tuple:
+    """The code generator's switches now (memo.SWITCHES): a patched switch changes what a
+    layer lowers to, so an answer cached under another value is not this one."""
+    from vpuc.compiler.lower import memo  # memo imports this module
+
+    return memo.switches()
 
 
 def _key(view: OpView) -> tuple:
