@@ -232,8 +232,8 @@ class Executable:
         """`array` as a TVM tensor: copied into this input's own aligned buffer when it is at
         most STAGE_MAX_BYTES (0.3 us against 3.5 us to wrap a new tensor), else wrapped
         without a copy (`_to_tvm`). The buffer is reused by the next call."""
-        if array.nbytes > STAGE_MAX_BYTES or array.size == 0:
-            return _to_tvm(array)
+        if array.nbytes > STAGE_MAX_BYTES or array.size == 0 or not _dlpack_carries(array.dtype):
+            return _to_tvm(array)  # a dtype DLPack does not carry (bfloat16) is copied by TVM
         staged = self._staged.get(name)
         if staged is None or staged[0].shape != array.shape or staged[0].dtype != array.dtype:
             buffer = _aligned_empty(array.shape, array.dtype)
@@ -274,6 +274,13 @@ def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     raw = np.empty(nbytes + TVM_ALIGNMENT, dtype=np.uint8)
     offset = -raw.ctypes.data % TVM_ALIGNMENT
     return raw[offset : offset + nbytes].view(dtype).reshape(shape)
+
+
+def _dlpack_carries(dtype: np.dtype) -> bool:
+    """Whether numpy exports `dtype` through DLPack, so that `_to_tvm` is a view of the
+    array's memory (a staged buffer must be one: it is filled after it is wrapped). numpy
+    refuses extension dtypes such as ml_dtypes' bfloat16, which TVM then copies."""
+    return np.dtype(dtype).kind in "biufc"
 
 
 def _to_tvm(array: np.ndarray) -> tvm.runtime.Tensor:
