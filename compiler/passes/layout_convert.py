@@ -176,8 +176,9 @@ class _Converter(PyExprMutator):
         # A relabelling (permute_dims absorbed) returns its input var under another layout:
         # aliasing the two would give the input the output's layout (x @ x^T read x twice
         # transposed: found by tests/fuzz, regression case cpu-0cf063e9af), so it gets a
-        # binding of its own.
-        relabelled = isinstance(expr, relax.Var) and expr in self.perm and self.perm[expr] != perm
+        # binding of its own. A var with no layout yet (a graph input) is as written: its
+        # relabelling is one too (x @ permute(x) on the graph input, cpu-fd88f7e7a6).
+        relabelled = isinstance(expr, relax.Var) and self.perm.get(expr) != perm
         if isinstance(expr, relax.Var) and isinstance(old, relax.DataflowVar) and not relabelled:
             self.set_var_remap(old, expr)
             return expr
