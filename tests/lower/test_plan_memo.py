@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import tile_mac
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
 from vpuc.compiler.lower.codegen.tiling import Events
@@ -120,3 +121,29 @@ def test_busy_bound_is_one_per_band_chunk_and_split(vpu, monkeypatch, sram):
     assert len(searched) >= 4 and variants > 20
     splits = {c.vector for _, ctx, shape, _, _ in searched for c in tile_mac._choices(shape, ctx)[0]}
     assert len(splits) > 1  # the depthwise layer's vector splits are among them
+
+
+def test_layers_of_one_geometry_share_one_search(vpu, monkeypatch):
+    """Two layers alike but for their names, positions and weights (a MobileNet's repeated
+    blocks) are searched once: the search's ranking reads neither (tile_mac._search_key),
+    and the program is still the bytes an unmemoised search gives."""
+    b = Builder(7)
+    b.q = lambda: vops.QParams(0.02, 3)  # one quantisation for every tensor
+    y = b.input("x", (1, 12, 12, 16))
+    for name in ("first", "second", "third", "last"):  # the input and output are in DRAM
+        y = b.conv(y, name, 16)
+    subgraph = b.subgraph([y])
+    searched = []
+    search = tile_mac._search
+
+    def recording(op, ctx, shape, x_dram, y_dram, gather=None):
+        searched.append((op.name, ctx.index))
+        return search(op, ctx, shape, x_dram, y_dram, gather)
+
+    target = with_sram(vpu, SRAM_SIZES[-1])
+    monkeypatch.setattr(tile_mac, "_CHOSEN", {})
+    monkeypatch.setattr(tile_mac, "_search", recording)
+    found = _lowered(subgraph, target)
+    assert [name for name, _ in searched] == ["first", "second", "last"], searched
+    monkeypatch.setattr(tile_mac, "_search", search)
+    assert found == _reference(subgraph, target, monkeypatch)
