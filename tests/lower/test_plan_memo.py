@@ -9,9 +9,13 @@ from __future__ import annotations
 import pytest
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.lower.codegen import tile_mac, tiling
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
+from vpuc.compiler.lower.codegen.plan import Addr, Spec
 from vpuc.compiler.lower.codegen.tiling import Events
+from vpuc.targets import load_target
+from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.formats import Conv, Opcode
 
 from .conftest import Builder, with_sram
 
@@ -147,3 +151,26 @@ def test_layers_of_one_geometry_share_one_search(vpu, monkeypatch):
     assert [name for name, _ in searched] == ["first", "second", "last"], searched
     monkeypatch.setattr(tile_mac, "_search", search)
     assert found == _reference(subgraph, target, monkeypatch)
+
+
+def test_instruction_cycles_memo_answers_what_the_isa_charges(monkeypatch):
+    """tiling.spec_cycles, memoised by the spec's class, field names and values (addresses
+    as 0), gives the ISA's cost function's cycles (targets/isa/cost.py, the simulator's) for
+    instructions that differ only in opcode, in a field present or left to its default, or
+    in their addresses; asked twice, the memo's answer."""
+    target = load_target("vpu-plus")  # vconv: a depthwise conv on the vector unit
+    fields = dict(in_h=6, in_w=7, in_c=16, out_c=16, kernel_h=3, kernel_w=3, groups=16, pad_top=1)
+    specs = [
+        Spec(Conv, {**fields, "src": Addr("x", 64), "weights": Addr("w"), "dst": Addr("acc", 0, 1)}),
+        Spec(Conv, {**fields, "src": Addr("y", 8), "weights": Addr("v", 4), "dst": Addr("acc")}),
+        Spec(
+            Conv, {**fields, "opcode": Opcode.VCONV, "src": Addr("x"), "weights": Addr("w"), "dst": Addr("a")}
+        ),
+        Spec(Conv, {**fields, "pad_bottom": 1, "src": Addr("x"), "weights": Addr("w"), "dst": Addr("acc")}),
+        Spec(Conv, {**fields, "stride_h": 2, "src": Addr("x"), "weights": Addr("w"), "dst": Addr("acc")}),
+    ]
+    monkeypatch.setattr(tiling, "_CYCLES", {})
+    expected = [instruction_cycles(spec.build(lambda addr: 0), target.hardware) for spec in specs]
+    assert len(set(expected)) == 4  # the opcode and the padding and stride change the cost
+    for _ in range(2):
+        assert [tiling.spec_cycles(spec, target) for spec in specs] == expected
