@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import tile_mac, tiling
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
+from vpuc.compiler.lower.codegen.plan import Addr, Spec
 from vpuc.compiler.lower.codegen.tiling import Events
+from vpuc.targets import load_target
+from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.formats import Conv, Opcode
 
 from .conftest import Builder, with_sram
 
@@ -120,3 +125,52 @@ def test_busy_bound_is_one_per_band_chunk_and_split(vpu, monkeypatch, sram):
     assert len(searched) >= 4 and variants > 20
     splits = {c.vector for _, ctx, shape, _, _ in searched for c in tile_mac._choices(shape, ctx)[0]}
     assert len(splits) > 1  # the depthwise layer's vector splits are among them
+
+
+def test_layers_of_one_geometry_share_one_search(vpu, monkeypatch):
+    """Two layers alike but for their names, positions and weights (a MobileNet's repeated
+    blocks) are searched once: the search's ranking reads neither (tile_mac._search_key),
+    and the program is still the bytes an unmemoised search gives."""
+    b = Builder(7)
+    b.q = lambda: vops.QParams(0.02, 3)  # one quantisation for every tensor
+    y = b.input("x", (1, 12, 12, 16))
+    for name in ("first", "second", "third", "last"):  # the input and output are in DRAM
+        y = b.conv(y, name, 16)
+    subgraph = b.subgraph([y])
+    searched = []
+    search = tile_mac._search
+
+    def recording(op, ctx, shape, x_dram, y_dram, gather=None):
+        searched.append((op.name, ctx.index))
+        return search(op, ctx, shape, x_dram, y_dram, gather)
+
+    target = with_sram(vpu, SRAM_SIZES[-1])
+    monkeypatch.setattr(tile_mac, "_CHOSEN", {})
+    monkeypatch.setattr(tile_mac, "_search", recording)
+    found = _lowered(subgraph, target)
+    assert [name for name, _ in searched] == ["first", "second", "last"], searched
+    monkeypatch.setattr(tile_mac, "_search", search)
+    assert found == _reference(subgraph, target, monkeypatch)
+
+
+def test_instruction_cycles_memo_answers_what_the_isa_charges(monkeypatch):
+    """tiling.spec_cycles, memoised by the spec's class, field names and values (addresses
+    as 0), gives the ISA's cost function's cycles (targets/isa/cost.py, the simulator's) for
+    instructions that differ only in opcode, in a field present or left to its default, or
+    in their addresses; asked twice, the memo's answer."""
+    target = load_target("vpu-plus")  # vconv: a depthwise conv on the vector unit
+    fields = dict(in_h=6, in_w=7, in_c=16, out_c=16, kernel_h=3, kernel_w=3, groups=16, pad_top=1)
+    specs = [
+        Spec(Conv, {**fields, "src": Addr("x", 64), "weights": Addr("w"), "dst": Addr("acc", 0, 1)}),
+        Spec(Conv, {**fields, "src": Addr("y", 8), "weights": Addr("v", 4), "dst": Addr("acc")}),
+        Spec(
+            Conv, {**fields, "opcode": Opcode.VCONV, "src": Addr("x"), "weights": Addr("w"), "dst": Addr("a")}
+        ),
+        Spec(Conv, {**fields, "pad_bottom": 1, "src": Addr("x"), "weights": Addr("w"), "dst": Addr("acc")}),
+        Spec(Conv, {**fields, "stride_h": 2, "src": Addr("x"), "weights": Addr("w"), "dst": Addr("acc")}),
+    ]
+    monkeypatch.setattr(tiling, "_CYCLES", {})
+    expected = [instruction_cycles(spec.build(lambda addr: 0), target.hardware) for spec in specs]
+    assert len(set(expected)) == 4  # the opcode and the padding and stride change the cost
+    for _ in range(2):
+        assert [tiling.spec_cycles(spec, target) for spec in specs] == expected

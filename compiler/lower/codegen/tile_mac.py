@@ -30,7 +30,7 @@ from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, conv_limits, row_pieces
-from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
+from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
     STORE_KEY,
     Context,
@@ -255,19 +255,32 @@ def plan_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape | None = 
 
 # The search's answer per layer geometry and context, within a process: a layer planned
 # again (the partitioner's estimate, then the compile; the next compile of the same model in
-# a sweep or the regression runner) skips the search. The key holds everything the
-# candidates' cycles and DRAM bytes read; the weights' values are not among them.
+# a sweep or the regression runner) or another layer of the same geometry (MobileNet's
+# repeated blocks, the same layer in the partitioner's other candidate subgraphs) skips the
+# search. The key holds everything the candidates' cycles, DRAM bytes and working sets read;
+# the weights' values are not among them, nor are names and positions (_search_key).
 _CHOSEN: dict[tuple, Choice] = {}
 
 
 def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -> tuple:
+    """What the search's ranking reads. Left out, as the ranking does not read them: the
+    layer's position (ctx.index names its buffers and blob: the same events under other
+    names; ctx.key_base shifts every event key alike, quarter steps exact in a float), its
+    tensors' names (they find input waits on the clock, which the search starts empty),
+    where its views sit in their storage (addresses, which no cost reads) and the prefetch
+    rooms and roles (they set when a buffer may start being live, not its bytes)."""
     target, requant = ctx.target, op.requant
     return (
-        type(op), shape, x_dram, y_dram, ctx.view(op.inputs[0]), ctx.view(op.output),
-        target.name, target.hardware, target.numerics, conv_limits(target),
-        ctx.index, ctx.budget, ctx.key_base, ctx.prefetch_rooms, ctx.prefetch_roles,
-        op.inputs[0], op.output, op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp),
+        type(op), shape, x_dram, y_dram, _placed(ctx.view(op.inputs[0])), _placed(ctx.view(op.output)),
+        target.name, target.hardware, target.numerics, conv_limits(target), ctx.budget,
+        op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp),
     )  # fmt: skip
+
+
+def _placed(view: View) -> tuple:
+    """A view as the costs see it: its shape, strides and layout, and whether its storage is
+    a constant blob (transfer.py charges those transfers to the constant region)."""
+    return view.shape, view.pixel_stride, view.nchw, view.storage.startswith(BLOB_PREFIX)
 
 
 def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gather=None) -> Choice:

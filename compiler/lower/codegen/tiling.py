@@ -42,17 +42,18 @@ UNIT_OF_OPCODE = {
 def spec_cycles(spec: Spec, target: Target) -> int:
     """The cycles of one spec by the ISA's cost functions (addresses do not matter);
     memoised on the spec's fields (a planner costs the same instruction many times)."""
-    hw = target.hardware
-    items = tuple([(k, 0 if isinstance(v, Addr) else v) for k, v in spec.fields.items()])
-    key = (spec.cls, spec.opcode, id(hw), items)
+    hw, fields = target.hardware, spec.fields
+    # the class and the field names and values (addresses as 0) fix the opcode as well
+    values = tuple([0 if v.__class__ is Addr else v for v in fields.values()])
+    key = (spec.cls, id(hw), tuple(fields), values)
     try:
         found = _CYCLES.get(key)
     except TypeError:  # a field that is not hashable: not memoised
-        return _spec_cycles(spec, dict(items), hw)
+        return _spec_cycles(spec, dict(zip(fields, values, strict=True)), hw)
     if found is None or found[0] is not hw:
         if len(_CYCLES) >= _CYCLES_MAX:
             _CYCLES.clear()
-        found = _CYCLES[key] = (hw, _spec_cycles(spec, dict(items), hw))
+        found = _CYCLES[key] = (hw, _spec_cycles(spec, dict(zip(fields, values, strict=True)), hw))
     return found[1]
 
 
@@ -140,7 +141,10 @@ class Events:
         tensors=(),
     ) -> int:
         unit = UNIT_OF_OPCODE.get(specs[0].opcode, Unit.VEC)
-        cycles = sum(spec_cycles(s, self.ctx.target) for s in specs)
+        target = self.ctx.target
+        cycles = (
+            spec_cycles(specs[0], target) if len(specs) == 1 else sum([spec_cycles(s, target) for s in specs])
+        )
         event = Event(
             unit, specs, self.ctx.key_base + key, what, cycles, list(reads), list(writes), list(tensors)
         )
