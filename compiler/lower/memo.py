@@ -39,7 +39,6 @@ SWITCHES = (
     (prefetch, "PREFETCH_ROLES"),
     (residency, "ALIGN"),
     (tile_im2col, "CHOOSE"),  # im2col or conv: by the estimate, or forced (tests)
-    (tile_im2col, "WINDOW_MAX_PIXELS"),
     (tile_mac, "TRAFFIC_SLACK"),
     (tile_mac, "VECTOR_SPLITS"),
     (tiling, "STORE_KEY"),

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from vpuc.compiler.quantize.calibration.histogram import TensorStats
 from vpuc.compiler.quantize.calibration.ranges import kl_threshold, tensor_range
-from vpuc.compiler.quantize.measurement.metrics import SQNR_CAP_DB, cosine, sqnr_db, top1_agreement
+from vpuc.compiler.quantize.measurement import metrics
+from vpuc.compiler.quantize.measurement.metrics import SQNR_CAP_DB, Figures, cosine, sqnr_db, top1_agreement
 from vpuc.compiler.quantize.params import (
     activation_params,
     bias_scale,
@@ -131,3 +132,25 @@ def test_sqnr_cosine_and_top1():
     assert sqnr_db(reference, reference * 1.1) == pytest.approx(20.0)
     assert cosine(reference, 2 * reference) == pytest.approx(1.0)
     assert top1_agreement(reference, np.array([[0.0, 4.0], [1.0, 2.0]])) == 0.5
+
+
+def test_figures_added_a_sample_at_a_time_are_those_of_the_whole_stack(monkeypatch):
+    """The accuracy report adds each held-out sample's outputs as they come (metrics.Figures),
+    CHUNK elements in float64 at a time: the figures are numpy's over the stack at once."""
+    monkeypatch.setattr(metrics, "CHUNK", 7)  # chunks that cut samples and rows
+    rng = np.random.default_rng(4)
+    reference = rng.standard_normal((5, 3, 10)).astype(np.float32)
+    test = (reference + 0.05 * rng.standard_normal(reference.shape)).astype(np.float32)
+    test[2, 1] = test[2, 1, ::-1]  # one row whose argmax moves
+    figures = Figures(classifier=True)
+    for ref_sample, test_sample in zip(reference, test, strict=True):
+        figures.add(ref_sample, test_sample)
+    a, b = reference.astype(np.float64).ravel(), test.astype(np.float64).ravel()
+    assert figures.sqnr_db == pytest.approx(10 * np.log10(np.sum(a**2) / np.sum((a - b) ** 2)), rel=1e-12)
+    assert figures.cosine == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), rel=1e-12)
+    assert figures.max_err == np.max(np.abs(a - b))
+    agreeing = reference.reshape(-1, 10).argmax(1) == test.reshape(-1, 10).argmax(1)
+    assert figures.top1_agreement == np.mean(agreeing) < 1.0
+    assert Figures.over(reference, reference).sqnr_db == SQNR_CAP_DB
+    zeros = np.zeros((2, 3))
+    assert Figures.over(zeros, zeros).cosine == 1.0 and Figures.over(zeros, zeros + 1).cosine == 0.0

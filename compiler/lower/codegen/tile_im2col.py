@@ -62,11 +62,6 @@ from vpuc.targets.isa.formats import Clip, Opcode
 # "packed" (a column window of several output columns a pixel): that im2col whenever it
 # applies (tests of its arithmetic on every target and layout); "conv": never.
 CHOOSE = "estimate"
-# Column windows are tried on inputs of at most this many pixels: planning them holds about
-# 1.6 KB a pixel (a 3x3 conv on 1x3x1024x1024 compiled in 1.9 GB with them, 0.27 GB without;
-# tests/quantize/test_calibration_memory.py). Not yet found why; larger inputs take the conv
-# or the gathers. The zoo's and the anchors' inputs are at most 96x96.
-WINDOW_MAX_PIXELS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -464,9 +459,6 @@ def columns_of(op, ctx: Context) -> list[ColumnWindow]:
     the output channels fit the array's columns (packing no more blocks); else []."""
     found = gather_of(op, ctx, check_rows=False, resident=True)
     if found is None:
-        return []
-    n, h, w, _ = ctx.view(op.inputs[0]).shape
-    if n * h * w > WINDOW_MAX_PIXELS:
         return []
     rows, kw, channels = ctx.hw.mac_rows, found.kernel[1], found.channels
     if found.view.nchw and channels > 1:  # the pixels' channels are not adjacent

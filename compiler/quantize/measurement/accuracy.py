@@ -18,7 +18,7 @@ import numpy as np
 
 from vpuc.compiler.quantize.calibration.data import CalibrationData
 from vpuc.compiler.quantize.calibration.observe import Observer
-from vpuc.compiler.quantize.measurement.metrics import SQNR_CAP_DB, output_figures
+from vpuc.compiler.quantize.measurement.metrics import SQNR_CAP_DB, Figures, is_classifier_output
 from vpuc.compiler.quantize.params import QParams
 
 
@@ -31,27 +31,6 @@ class LayerProbe:
     quantized: str  # the int8 binding in the QDQ module
     params: QParams
     nodes: tuple[str, ...] = ()
-
-
-@dataclass
-class _Energy:
-    """Running sums for a streamed SQNR."""
-
-    signal: float = 0.0
-    noise: float = 0.0
-
-    def add(self, reference: np.ndarray, test: np.ndarray) -> None:
-        reference, test = reference.astype(np.float64), test.astype(np.float64)
-        self.signal += float(np.sum(reference**2))
-        self.noise += float(np.sum((reference - test) ** 2))
-
-    @property
-    def sqnr_db(self) -> float:
-        if self.noise == 0.0:
-            return SQNR_CAP_DB
-        if self.signal == 0.0:
-            return 0.0
-        return float(min(10.0 * np.log10(self.signal / self.noise), SQNR_CAP_DB))
 
 
 def evaluate(
@@ -78,29 +57,30 @@ def evaluate_with_reference(
     sample stacked per output). `switch_input` is passed to a switchable module (switch.py);
     `read(values, name)` reads a float tensor from the reference's values (derived.py)."""
     read = read or (lambda values, name: values[name])
-    ref_outputs: list[list[np.ndarray]] = [[] for _ in output_names]
-    test_outputs: list[list[np.ndarray]] = [[] for _ in output_names]
-    energies = {probe.quantized: _Energy() for probe in probes}
-    for (ref_out, ref_values), (test_out, test_values) in zip(
+    # the float outputs are kept (the floor's search compares with them); the quantised ones
+    # are measured as they come (metrics.Figures), one sample's float64 copies at a time
+    stacked: list[np.ndarray] = []
+    figures: list[Figures] = []
+    energies = {probe.quantized: Figures() for probe in probes}
+    for i, ((ref_out, ref_values), (test_out, test_values)) in enumerate(zip(
         reference.over(held_out), quantized.over(held_out, switch_input), strict=True
-    ):
+    )):  # fmt: skip
+        if i == 0:
+            stacked = [np.empty((held_out.count, *np.shape(v)), np.asarray(v).dtype) for v in ref_out]
+            figures = [Figures(is_classifier_output(np.shape(v))) for v in ref_out]
         for index in range(len(output_names)):
-            ref_outputs[index].append(ref_out[index])
-            test_outputs[index].append(test_out[index])
+            stacked[index][i] = ref_out[index]
+            figures[index].add(ref_out[index], test_out[index])
         for probe in probes:
             test = probe.params.dequantize(test_values[probe.quantized])
             energies[probe.quantized].add(read(ref_values, probe.float_tensor), test)
-    stacked = [np.stack(values) for values in ref_outputs]
-    outputs = [
-        output_figures(name, stacked[i], np.stack(test_outputs[i]), ref_outputs[i][0].shape)
-        for i, name in enumerate(output_names)
-    ]
+    outputs = [figures[i].row(name) for i, name in enumerate(output_names)]
     layers = [_layer_row(probe, energies[probe.quantized]) for probe in probes]
     report = {"samples": held_out.count, "held_out": held_out.source, "outputs": outputs, "layers": layers}
     return report, stacked
 
 
-def _layer_row(probe: LayerProbe, energy: _Energy) -> dict:
+def _layer_row(probe: LayerProbe, energy: Figures) -> dict:
     return {
         "name": probe.name,
         "sqnr_db": round(energy.sqnr_db, 3),

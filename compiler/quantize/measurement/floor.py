@@ -29,7 +29,7 @@ import numpy as np
 
 from vpuc.compiler.quantize.calibration.data import CalibrationData
 from vpuc.compiler.quantize.calibration.observe import Observer
-from vpuc.compiler.quantize.measurement.metrics import sqnr_db
+from vpuc.compiler.quantize.measurement.metrics import Figures
 from vpuc.compiler.quantize.measurement.switch import switch_values
 from vpuc.compiler.quantize.transforms.realize import Switch
 
@@ -64,14 +64,11 @@ class Evaluator:
         if key not in self.cache:
             start = time.perf_counter()
             flags = switch_values(self.switches, key)
-            outputs: list[list[np.ndarray]] = [[] for _ in self.reference_outputs]
-            for out, _ in self.observer.over(self.held_out, (flags,)):
+            figures = [Figures() for _ in self.reference_outputs]
+            for i, (out, _) in enumerate(self.observer.over(self.held_out, (flags,))):
                 for index, value in enumerate(out):
-                    outputs[index].append(value)
-            self.cache[key] = min(
-                sqnr_db(ref, np.stack(test))
-                for ref, test in zip(self.reference_outputs, outputs, strict=True)
-            )
+                    figures[index].add(self.reference_outputs[index][i], value)
+            self.cache[key] = min(f.sqnr_db for f in figures)
             self.passes += 1
             self.seconds += time.perf_counter() - start
         return self.cache[key]
