@@ -3,7 +3,8 @@
 One of the operation modules gathered by ops.py. A transfer moves `planes x rows x
 row_bytes` bytes; rows and planes are strided independently on each side (1-D, 2-D, 3-D
 blocks). Cost: targets/isa/cost.py `dma_cycles`: latency + whole bursts per DRAM-side run.
-The source may repeat bytes (stride 0 broadcasts); destination rows must not overlap.
+The source may repeat bytes (stride 0 broadcasts); destination rows must not overlap. An
+interleaving load (`interleave`) writes its planes channels-last (`Dma.sram_block`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ def plan_dma(instruction: Dma, state: State) -> Plan:
     dram_strides = (i.dram_row_stride, i.dram_plane_stride)
     sram_strides = (i.sram_row_stride, i.sram_plane_stride)
     load = i.opcode == Opcode.LOAD
+    require(load or not i.interleave, "interleave is a load's mode, not a store's")
+    if i.interleave:
+        require(
+            i.sram_plane_stride == 0,
+            "an interleaving load has no sram_plane_stride ({})",
+            i.sram_plane_stride,
+        )
+        shape, sram_strides = i.sram_block()
     _require_disjoint_rows(shape, *(("sram", sram_strides) if load else ("dram", dram_strides)))
     reads, writes = touched(i, state)
     cycles = instruction_cycles(i, state.hardware)
@@ -55,7 +64,9 @@ def run_load(instruction: Dma, state: State) -> None:
     i = instruction
     shape = (i.planes, i.rows, i.row_bytes)
     source = state.dram.strided(i.dram, shape, (i.dram_row_stride, i.dram_plane_stride))
-    state.sram.strided(i.sram, shape, (i.sram_row_stride, i.sram_plane_stride))[...] = source
+    if i.interleave:  # (planes, rows, x) -> rows of x-major, plane-minor bytes
+        source = source.transpose(1, 2, 0).reshape(1, i.rows, i.row_bytes * i.planes)
+    state.sram.strided(i.sram, *i.sram_block())[...] = source
 
 
 def run_store(instruction: Dma, state: State) -> None:

@@ -24,6 +24,7 @@ it as an external function.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import tvm
 from tvm import relax
@@ -33,8 +34,8 @@ from vpuc.compiler.lower.codegen.emit import Binding, VpuProgram, lower_subgraph
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.reader.edges import (
     channels_first_inputs,
-    cheaper_edge,
     drop_host_transposes,
+    mark_edge,
     take_channels_first,
 )
 from vpuc.compiler.lower.reader.extract import extract_subgraph
@@ -107,14 +108,21 @@ def lower_function(
 ) -> VpuProgram:
     """The program of VPU function `index` of a module. `channels_first` are the parameters
     the host quantises right after transposing them NCHW -> NHWC (channels_first_inputs):
-    the program may take them channels-first, its DMA doing the transpose (edges.py; join_host
-    drops the host's), when the VPU's extra time is less than the host transpose it saves.
-    The partitioner's profitability rule estimates a subgraph with this same function."""
+    the program takes them channels-first, its DMA doing the transpose (edges.py; join_host
+    drops the host's), wherever it can; the others the host transposes (the report says
+    why). The partitioner's profitability rule estimates a subgraph with this same function."""
     subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
-    program = memo.lower(subgraph, target)  # lowered once per content within a process
-    if take_channels_first(subgraph, channels_first):
-        program = cheaper_edge(program, memo.lower(subgraph, target), target)
-    return program
+    if not channels_first:
+        return memo.lower(subgraph, target)  # lowered once per content within a process
+    shapes = {subgraph.inputs[k]: subgraph.tensors[subgraph.inputs[k]].shape for k in channels_first}
+    nhwc = replace(subgraph, tensors=dict(subgraph.tensors))  # take_channels_first marks a copy
+    refused = take_channels_first(subgraph, channels_first)
+    if len(refused) < len(channels_first):
+        try:
+            return mark_edge(memo.lower(subgraph, target), refused, shapes, target)
+        except LowerError as exc:  # the NHWC program may still lower: the host transposes
+            refused = {name: f"the program cannot load '{name}' channels-first ({exc})" for name in shapes}
+    return mark_edge(memo.lower(nhwc, target), refused, shapes, target)
 
 
 def join_host(mod: tvm.IRModule, programs: list[VpuProgram], reference: bool = False) -> tvm.IRModule:

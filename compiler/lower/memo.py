@@ -11,7 +11,7 @@ module-level switch of the code generator that changes what it emits (SWITCHES).
 constant of compiler/lower/codegen/ is either a switch or a fixed fact of the ISA or of a
 name (FIXED); tests/lower/test_lowering_memo.py fails on one that is neither, so a new
 switch joins the key. A failure (LowerError) is remembered too. Each caller gets its own
-copy of the program (its instructions, immutable, are shared): cheaper_edge and
+copy of the program (its instructions, immutable, are shared): mark_edge and
 lower_partitioned write into theirs.
 """
 

@@ -18,7 +18,9 @@ sram_bytes_per_cycle).
             DRAM-side contiguous runs of ceil(run / dram_burst_bytes); SRAM side the sum over
             the SRAM-side runs of ceil(run / min(dram_bytes_per_cycle, sram_bytes_per_cycle));
             a transfer of the constant region (region = 1) on a target with weights_in =
-            "flash" takes flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes
+            "flash" takes flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes;
+            an interleaving load (interleave = 1) writes rows of row_bytes x planes bytes
+            on the SRAM side (`interleave_cycles`)
     MAC     mac_weight_load_cycles + (blocks - 1) * max(pixels', mac_weight_load_cycles)
             + pixels' + blocks * mac_fill_cycles + mac_rows + mac_cols (the first block's
             load, every block streaming while the next loads, the last with no load behind
@@ -146,6 +148,15 @@ def flash_view(hw: Hardware) -> Hardware:
 
 
 def _dma(i: Dma, hw: Hardware) -> int:
+    if getattr(i, "interleave", 0):  # the SRAM side writes whole interleaved rows (docs/isa.md)
+        return interleave_cycles(
+            flash_view(hw) if getattr(i, "region", 0) else hw,
+            i.row_bytes,
+            i.rows,
+            i.planes,
+            (i.dram_row_stride, i.dram_plane_stride),
+            i.sram_row_stride,
+        )
     return dma_cycles(
         flash_view(hw) if getattr(i, "region", 0) else hw,
         i.row_bytes,
@@ -154,6 +165,21 @@ def _dma(i: Dma, hw: Hardware) -> int:
         (i.dram_row_stride, i.dram_plane_stride),
         (i.sram_row_stride, i.sram_plane_stride),
     )
+
+
+def interleave_cycles(
+    hw: Hardware, row_bytes: int, rows: int, planes: int, dram_strides: tuple[int, int], sram_row_stride: int
+) -> int:
+    """Cycles of an interleaving load (Dma.interleave): the DRAM side as any load's (whole
+    bursts per contiguous run of each plane); the engine holds a burst of every plane in a
+    line buffer (planes x dram_burst_bytes) and writes their interleave as contiguous SRAM
+    runs, a row of row_bytes x planes bytes each (adjacent rows merge), at the port's rate."""
+    runs, run_bytes = dram_runs(row_bytes, rows, planes, *dram_strides)
+    bursts = runs * ceil_div(run_bytes, hw.dram_burst_bytes)
+    dram = ceil_div(bursts * hw.dram_burst_bytes, hw.dram_bytes_per_cycle)
+    sram_runs, sram_run_bytes = dram_runs(row_bytes * planes, rows, 1, sram_row_stride, 0)
+    port = min(hw.dram_bytes_per_cycle, hw.sram_bytes_per_cycle or hw.dram_bytes_per_cycle)
+    return hw.dram_latency_cycles + max(dram, sram_runs * ceil_div(sram_run_bytes, port))
 
 
 def dma_port(i: Dma, hw: Hardware) -> str:

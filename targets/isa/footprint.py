@@ -120,7 +120,7 @@ def _dma(i: Dma, _mode: str) -> list[Access]:
     shape = (i.planes, i.rows, i.row_bytes)
     load = i.opcode == Opcode.LOAD
     dram = block_region(i.dram, shape, (i.dram_row_stride, i.dram_plane_stride))
-    sram = block_region(i.sram, shape, (i.sram_row_stride, i.sram_plane_stride))
+    sram = block_region(i.sram, *i.sram_block())
     return [
         Access(DRAM, not load, dram, "read" if load else "write"),
         Access(SRAM, load, sram, "write" if load else "read"),

@@ -140,6 +140,20 @@ class Dma(Instruction):
     sram_row_stride: int = u(256, 32, "SRAM bytes from one row to the next", 0)
     sram_plane_stride: int = u(288, 32, "SRAM bytes from one plane to the next", 0)
     region: int = u(320, 1, "1: the DRAM side is in the constant region (flash where the target has one)", 0)
+    interleave: int = u(
+        321,
+        1,
+        "load, 1: the planes are channel planes written channels-last: byte x of row r of plane p"
+        " to sram + r*sram_row_stride + x*planes + p (sram_plane_stride 0)",
+        0,
+    )
+
+    def sram_block(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
+        """(planes, rows, row_bytes) and (row, plane) strides of the SRAM side: the block
+        itself, or with `interleave` one plane of rows of row_bytes x planes bytes."""
+        if self.interleave:
+            return (1, self.rows, self.row_bytes * self.planes), (self.sram_row_stride, 0)
+        return (self.planes, self.rows, self.row_bytes), (self.sram_row_stride, self.sram_plane_stride)
 
 
 @instruction_format(Opcode.CONV, Opcode.VCONV)

@@ -3,7 +3,7 @@ tinyconv and resnet8 (Vela's calibration models, both u55-256 memory modes), eve
 on u55-256 and u55-256-sram (issue before the wait, the MAC fill per block, softmax's passes
 through DRAM), the zoo's tinyconvnet on `vpu` and its mobilenet_mini on `vpu` (depthwise
 tiles split between the MAC array and the vector unit's vconv), the estimate is within 4% of
-the simulated cycles (the anchors on vpu and vpu-plus too); with the MAC cost, or vconv's, changed in the simulator alone (the
+the simulated cycles (the anchors in both input layouts on vpu and vpu-plus too); with the MAC cost, or vconv's, changed in the simulator alone (the
 estimate still reads targets/isa/cost.py), the same check fails: it can see a cost that
 differs between the two sides. The anchors are ../shared/anchors beside the checkout, or
 $VPUC_ANCHORS."""
@@ -73,7 +73,8 @@ def test_the_estimate_on_resnet8(target):
 
 @pytest.mark.skipif(not ANCHOR.is_file(), reason="the anchors (../shared/anchors) are not on this machine")
 @pytest.mark.parametrize("target", ["vpu", "vpu-plus"])
-@pytest.mark.parametrize("model", ["tinyconv/tinyconv_int8_qdq.onnx", "resnet8/resnet8_int8_qdq.onnx"])
+@pytest.mark.parametrize("model", ["tinyconv/tinyconv_int8_qdq.onnx", "resnet8/resnet8_int8_qdq.onnx",
+                                   "tinyconv/tinyconv_int8_qdq_nchw.onnx", "resnet8/resnet8_int8_qdq_nchw.onnx"])  # fmt: skip
 def test_the_estimate_on_the_anchors_on_vpu(model, target):
     """tinyconv's conv3 weights load into bytes conv1 last used: the estimate made the load
     wait for conv2 (the layer before last, as it must before SRAM is allocated) and was 9% and

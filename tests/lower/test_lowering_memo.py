@@ -49,7 +49,7 @@ def _bytes(program) -> tuple[bytes, bytes]:
 
 def test_a_repeated_lowering_is_a_copy_of_the_first(vpu, lowerings):
     first = memo.lower(_subgraph(), vpu)
-    first.estimate["cycles"] = -1  # a caller writes into its copy (cheaper_edge does)
+    first.estimate["cycles"] = -1  # a caller writes into its copy (mark_edge does)
     first.symbol = "changed"
     again = memo.lower(_subgraph(), vpu)  # the same content, built anew
     assert len(lowerings) == 1

@@ -50,7 +50,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.lower.codegen import tile_mac, transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import Context, Events
@@ -289,12 +289,12 @@ class ColumnWindow(Gather):
         """One load: input rows `rows`, each W*C contiguous bytes, into the tile's rows."""
         view, (r0, r1) = self.view, rows
         _, height, width, depth = view.shape
-        if view.nchw:  # one channel: the same bytes as channels-last
-            dram = Addr(view.storage, view.offset + (n * height + r0) * width)
-        else:
-            dram = Addr(view.storage, view.pixel_offset(n, r0))
         sram = tile + self.pads[1] * depth
         row_bytes, pitch = width * depth, self.padded_width * depth
+        if view.nchw:  # the channel planes' rows, interleaved into the tile's rows
+            dram = Addr(view.storage, view.offset + (n * depth * height + r0) * width)
+            return [transfer.interleave(dram, sram, width, r1 - r0, depth, height * width, pitch)]
+        dram = Addr(view.storage, view.pixel_offset(n, r0))
         if r1 - r0 == 1 or row_bytes == pitch:
             return [_dma(Opcode.LOAD, dram, sram, (r1 - r0) * row_bytes)]
         return [_dma(Opcode.LOAD, dram, sram, row_bytes, r1 - r0, self.pitch, pitch)]
@@ -461,7 +461,7 @@ def columns_of(op, ctx: Context) -> list[ColumnWindow]:
     if found is None:
         return []
     rows, kw, channels = ctx.hw.mac_rows, found.kernel[1], found.channels
-    if found.view.nchw and channels > 1:  # the pixels' channels are not adjacent
+    if found.view.nchw and not ctx.in_dram(op.inputs[0]):  # only the DMA interleaves planes
         return []
     if kw == 1 or kw * channels > 0xFFFF or -(-kw * channels // rows) >= kw * -(-channels // rows):
         return []

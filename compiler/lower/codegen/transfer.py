@@ -2,8 +2,9 @@
 between DRAM and a contiguous SRAM tile, splitting what the ISA's field ranges cannot hold.
 
 Layout changes at the subgraph's edges are done here, by the DMA's strides, not by a pass
-over the data: a channels-first (NCHW) view is gathered channel by channel into the
-channels-last tile (each channel's rows are one contiguous DRAM run).
+over the data: a channels-first (NCHW) view is loaded into the channels-last tile by one
+interleaving load (Dma.interleave: each channel's rows are one contiguous DRAM run, the
+tile is written in whole runs); stores of one are gathered channel by channel.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ def band(
     (r0, r1), (c0, c1) = rows, channels
     _, height, width, depth = view.shape
     count = c1 - c0
+    if view.nchw and opcode == Opcode.LOAD:
+        plane = Addr(view.storage, view.offset + ((n * depth + c0) * height + r0) * width)
+        return [interleave(plane, tile, (r1 - r0) * width, 1, count, height * width, 0)]
     if view.nchw:
         return [
             spec
@@ -104,6 +108,23 @@ def _dma(
         fields.update(dram_row_stride=dram_row, sram_row_stride=sram_row)
     if planes > 1:
         fields.update(planes=planes, dram_plane_stride=dram_plane, sram_plane_stride=sram_plane)
+    return Spec(Dma, fields)
+
+
+def interleave(
+    dram: Addr, sram: Addr, row_bytes: int, rows: int, planes: int, dram_plane: int, sram_row: int
+) -> Spec:
+    """Load `planes` channel planes (rows x row_bytes each, rows adjacent in DRAM, planes
+    dram_plane bytes apart) channels-last: byte x of row r of plane p to
+    sram + r*sram_row + x*planes + p (Dma.interleave; one plane: a plain load)."""
+    if planes == 1:
+        return _dma(Opcode.LOAD, dram, sram, row_bytes, rows, row_bytes, sram_row)
+    if rows * row_bytes > MAX_ROW_BYTES or planes > MAX_ROWS:
+        raise LowerError(f"an interleaving load of {planes} planes of {rows * row_bytes} bytes")
+    fields = {"opcode": Opcode.LOAD, "dram": dram, "sram": sram, "row_bytes": row_bytes, "rows": rows}
+    fields.update(planes=planes, dram_plane_stride=dram_plane, interleave=1)
+    if rows > 1:
+        fields.update(dram_row_stride=row_bytes, sram_row_stride=sram_row)
     return Spec(Dma, fields)
 
 

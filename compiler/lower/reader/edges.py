@@ -5,12 +5,17 @@ A model input in NCHW meets a VPU subgraph (which computes NHWC) as
 `permute_dims(x, [0, 2, 3, 1])` then a per-tensor `quantize` on the host. The quantize
 commutes with the transpose, so the host can quantise `x` as it is and hand the VPU the
 channels-first int8 tensor; the program's loads then gather each channel's rows into the
-channels-last tile (transfer.py). Taken only when every layer that reads the input loads it
-band by band (conv, dense, pools, elementwise, lookup tables), never when a view or a
-matrix product of two activations reads it whole.
+channels-last tile (transfer.py: one interleaving load a band). Taken whenever every layer
+that reads the input loads it band by band (conv, dense, pools, elementwise, lookup tables);
+the host transposes it only when a view or a matrix product of two activations reads it
+whole (the report says which).
 
     channels_first_inputs(mod)        {VPU function: indices of such parameters}
-    take_channels_first(subgraph, k)  marks them (TensorSpec.host_layout = "NCHW")
+    take_channels_first(subgraph, k)  marks them (TensorSpec.host_layout = "NCHW"), says
+                                      why of the others
+    mark_edge(program, refused, ...)  the report's input_transpose: by the VPU's DMA
+                                      whenever the program can, never a host transpose by
+                                      choice (issue 20)
     drop_host_transposes(host, progs) after RunCodegen: the packed call takes quantize(x),
                                       or x itself when x = dequantize(x_int8) with the
                                       quantize's parameters (a QDQ model's int8 NCHW input)
@@ -80,37 +85,48 @@ def channels_first_inputs(mod: tvm.IRModule) -> dict[relax.GlobalVar, set[int]]:
     return found
 
 
-def take_channels_first(subgraph: vops.Subgraph, params: set[int]) -> bool:
-    """Mark the parameters the program can take channels-first; whether any was."""
+def take_channels_first(subgraph: vops.Subgraph, params: set[int]) -> dict[str, str]:
+    """Mark the parameters the program can take channels-first; {input: why not} for the
+    others (each a sentence the report gives after "on the host: ")."""
     readers = subgraph.consumers()
-    marked = False
+    refused = {}
     for k in sorted(params):
         name = subgraph.inputs[k]
         spec = subgraph.tensors[name]
-        banded = bool(readers[name]) and all(isinstance(op, READ_BY_BANDS) for op in readers[name])
-        if len(spec.shape) == 4 and banded and name not in subgraph.outputs:
+        whole = sorted({type(op).__name__ for op in readers[name] if not isinstance(op, READ_BY_BANDS)})
+        if len(spec.shape) != 4:
+            refused[name] = f"the VPU takes only 4-D inputs channels-first ('{name}' is {len(spec.shape)}-D)"
+        elif name in subgraph.outputs:
+            refused[name] = f"'{name}' is also an output of the VPU subgraph"
+        elif not readers[name] or whole:
+            kinds = ", ".join(whole) or "nothing"
+            refused[name] = f"'{name}' is read whole (by {kinds}), not band by band by the program's loads"
+        else:
             subgraph.tensors[name] = replace(spec, host_layout="NCHW")
-            marked = True
-    return marked
+    return refused
 
 
-def cheaper_edge(host_transposes, vpu_transposes, target):
-    """The program to keep: the one taking its inputs channels-first when the VPU time it
-    adds (estimates) is below the host's float32 transposes it saves (the partitioner's host
-    model: op overhead + bytes read and written at the host's bandwidth)."""
-    added_cycles = vpu_transposes.estimate["cycles"] - host_transposes.estimate["cycles"]
-    added_s = added_cycles / (target.hardware.clock_mhz * 1e6)
+def host_transpose_cycles(shapes: list[tuple[int, ...]], target) -> int:
+    """The host's cycles for float32 NCHW -> NHWC transposes of these shapes, as the
+    partition prices a host op (compiler/partition/cost.py): op overhead + bytes read and
+    written at the host's bandwidth."""
     host = target.host
-    host_cycles = sum(
-        host.op_overhead_cycles + math.ceil(8 * math.prod(b.shape) / host.bytes_per_cycle)
-        for b in vpu_transposes.inputs
-        if b.layout == "NCHW"
-    )  # as the partition's host cost of an op (compiler/partition/cost.py)
-    chosen = vpu_transposes if added_s < host.seconds(host_cycles) else host_transposes
-    chosen.estimate["input_transpose"] = "by the VPU's DMA" if chosen is vpu_transposes else "on the host"
-    # the host's part of the end-to-end latency (runtime/stats.py end_to_end): never hidden
-    chosen.estimate["input_transpose_host_cycles"] = 0 if chosen is vpu_transposes else host_cycles
-    return chosen
+    return sum(host.op_overhead_cycles + math.ceil(8 * math.prod(s) / host.bytes_per_cycle) for s in shapes)
+
+
+def mark_edge(program, refused: dict[str, str], shapes: dict[str, tuple[int, ...]], target):
+    """Write into the program's estimate who transposes its NCHW inputs: "by the VPU's DMA"
+    when it takes every one channels-first, else "on the host: <why>" with the host's
+    cycles for those it does not take (the host's part of the end-to-end latency,
+    runtime/stats.py end_to_end: never hidden)."""
+    if refused:
+        program.estimate["input_transpose"] = "on the host: " + "; ".join(refused.values())
+    else:
+        program.estimate["input_transpose"] = "by the VPU's DMA"
+    program.estimate["input_transpose_host_cycles"] = host_transpose_cycles(
+        [shapes[name] for name in refused], target
+    )
+    return program
 
 
 def drop_host_transposes(host: tvm.IRModule, programs: dict) -> tvm.IRModule:
