@@ -113,10 +113,10 @@ class Hardware:
 
     def dram_cycles(self, nbytes: int) -> int:
         """Cycles of one DMA instruction moving `nbytes` contiguous bytes DRAM<->SRAM: issue +
-        latency + whole bursts (targets/isa/cost.py `dma_cycles` is the general, strided form)."""
-        burst = self.dram_burst_bytes
-        bursts = -(-(-(-nbytes // burst) * burst) // self.dram_bytes_per_cycle)
-        return self.issue_cycles + self.dram_latency_cycles + bursts
+        latency + its bytes, at least one whole burst, over the bandwidth (targets/isa/cost.py
+        `dma_cycles` is the general, strided form)."""
+        moved = max(nbytes, self.dram_burst_bytes)
+        return self.issue_cycles + self.dram_latency_cycles + -(-moved // self.dram_bytes_per_cycle)
 
     def host_link_cycles(self, nbytes: int) -> int:
         """Cycles for one host<->VPU transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""

@@ -14,8 +14,8 @@ target leaves it out), so an instruction's work is at least ceil(its SRAM bytes 
 sram_bytes_per_cycle).
 
     DMA     dram_latency_cycles + max(DRAM side, SRAM side): DRAM side
-            ceil(bursts * dram_burst_bytes / dram_bytes_per_cycle), bursts = sum over the
-            DRAM-side contiguous runs of ceil(run / dram_burst_bytes); SRAM side the sum over
+            ceil(sum over the DRAM-side contiguous runs of max(run, dram_burst_bytes) /
+            dram_bytes_per_cycle) (a run pays at least one whole burst); SRAM side the sum over
             the SRAM-side runs of ceil(run / min(dram_bytes_per_cycle, sram_bytes_per_cycle));
             a transfer of the constant region (region = 1) on a target with weights_in =
             "flash" takes flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes
@@ -117,13 +117,14 @@ def dma_cycles(
     sram_strides: tuple[int, int] | None = None,
 ) -> int:
     """Cycles of one DRAM<->SRAM block: the descriptor's latency, then the longer of its two
-    sides. DRAM moves whole bursts for every DRAM-side contiguous run (a 1-byte run costs a
-    whole burst); the SRAM side moves dram_bytes_per_cycle a cycle, at least one cycle for
-    every SRAM-side run (a scatter of single bytes takes a cycle per byte). Strides are
-    (row, plane); sram_strides None: contiguous in SRAM."""
+    sides. DRAM moves every DRAM-side contiguous run's bytes, at least a whole burst (a 1-byte
+    run costs a whole burst; a longer run's last, partial burst is a shorter burst and moves
+    only its bytes: Vela's `_estimate_memory_transfer_efficiency`); the SRAM side moves
+    dram_bytes_per_cycle a cycle, at least one cycle for every SRAM-side run (a scatter of
+    single bytes takes a cycle per byte). Strides are (row, plane); sram_strides None:
+    contiguous in SRAM."""
     runs, run_bytes = dram_runs(row_bytes, rows, planes, *dram_strides)
-    bursts = runs * ceil_div(run_bytes, hw.dram_burst_bytes)
-    dram = ceil_div(bursts * hw.dram_burst_bytes, hw.dram_bytes_per_cycle)
+    dram = ceil_div(runs * max(run_bytes, hw.dram_burst_bytes), hw.dram_bytes_per_cycle)
     sram_runs, sram_run_bytes = dram_runs(
         row_bytes, rows, planes, *(sram_strides or (row_bytes, rows * row_bytes))
     )
