@@ -84,6 +84,10 @@ class Hardware:
     # Cycles the MAC pipeline takes to fill at the start of every weight block, on top of its
     # pixel stream (Ethos-U55's per-block delay in Vela's estimate); 0: none.
     mac_fill_cycles: int = 0
+    # Input channels per slice of the array's rows (Ethos-U55's PartKernel traversal): a conv
+    # with fewer input channels than rows may put a different kernel tap in each slice, so a
+    # weight block holds mac_rows // slice taps of ceil(cin / slice) slices; 0: one tap a block.
+    mac_row_slice: int = 0
     # When an instruction's issue cost is paid: "after_wait" (once its tokens are in, as
     # part of its work) or "before_wait" (as soon as its unit is free, overlapping the wait
     # on its tokens, as a command stream is decoded ahead of the dependency it waits on).

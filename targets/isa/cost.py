@@ -22,7 +22,8 @@ sram_bytes_per_cycle).
     MAC     mac_weight_load_cycles + (blocks - 1) * max(pixels', mac_weight_load_cycles)
             + pixels' + blocks * mac_fill_cycles + mac_rows + mac_cols (the first block's
             load, every block streaming while the next loads, the last with no load behind
-            it); a block is one rows x cols weight tile of one kernel tap;
+            it); a block is one rows x cols weight tile of one kernel tap (with
+            mac_row_slice, of up to rows // slice taps of a narrow input: tap_blocks);
             pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
             groups share a block (depthwise). SRAM bytes: the input once per column block,
             the weights, the int32 output (twice when accumulating) and the biases
@@ -239,6 +240,19 @@ def mac_blocks(hw: Hardware, groups: int, cin_g: int, cout_g: int) -> int:
     return ceil_div(groups, packed) * ceil_div(cin_g, hw.mac_rows) * ceil_div(cout_g, hw.mac_cols)
 
 
+def tap_blocks(hw: Hardware, cin: int, taps: int) -> int:
+    """Weight blocks of one column block of a dense conv over all its kernel taps: one tap
+    of mac_rows input channels a block (ceil(cin / rows) per tap), or, on a target with
+    mac_row_slice, the rows in slices of that many channels each holding a tap (Ethos-U55's
+    PartKernel: 4 taps of 8 channels), ceil(taps / (rows // slice)) * ceil(cin / slice)
+    blocks, whichever is fewer (Vela picks the traversal per op the same way)."""
+    depth_first = taps * ceil_div(cin, hw.mac_rows)
+    if not hw.mac_row_slice or taps == 1:
+        return depth_first
+    per_block = hw.mac_rows // hw.mac_row_slice
+    return min(depth_first, ceil_div(taps, per_block) * ceil_div(cin, hw.mac_row_slice))
+
+
 def mac_cycles(
     hw: Hardware,
     groups: int,
@@ -256,6 +270,8 @@ def mac_cycles(
     groups (depthwise) take mac_grouped_pixels_per_cycle pixels a cycle. At least the
     scratchpad time of the bytes it reads and writes (mac_sram_bytes)."""
     blocks = mac_blocks(hw, groups, cin_g, cout_g) * taps
+    if groups == 1:
+        blocks = ceil_div(cout_g, hw.mac_cols) * tap_blocks(hw, cin_g, taps)
     load = hw.mac_weight_load_cycles
     streamed = pixels
     if groups_per_block(hw, groups, cin_g, cout_g) > 1:

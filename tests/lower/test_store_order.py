@@ -5,7 +5,7 @@ band read again for the second chunk), the third tile's input band loads as soon
 first tile's MAC has freed its slot, not after that tile's requantisation and store, so the
 MAC array waits only for the second chunk's weights.
 
-By hand, from targets/u55-256.toml (issue 8, paid while an instruction waits on its tokens;
+By hand, from targets/u55-256.toml with its former 16x16 array (conftest.u55_square_array; issue 8, paid while an instruction waits on its tokens;
 flash 1 B/cycle, latency 64, 128-byte bursts; SRAM port 8 B/cycle, latency 32; a MAC block
 of 16x16 per tap, weight load 16, pipeline fill 2 per block, fill and drain 16 + 16):
 - a weight chunk: 16 x 3 x 3 x 16 = 2304 B + 16 x 4 B bias + 16 x 8 B params = 2496 B,
@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from vpuc.targets import load_target
 from vpuc.targets.isa.formats import Conv, Dma, Opcode
 
-from .conftest import Builder, simulate
+from .conftest import Builder, simulate, u55_square_array
 
 
 def test_an_input_band_loads_ahead_of_an_earlier_tiles_store():
     b = Builder(seed=3)
     x = b.input("x", (1, 32, 32, 16))
     y = b.conv(x, "conv", 32, stride=(2, 2), pads=(0, 0, 1, 1))
-    program, result, outputs, expected = simulate(b.subgraph([y]), load_target("u55-256"))
+    program, result, outputs, expected = simulate(b.subgraph([y]), u55_square_array())
     np.testing.assert_array_equal(outputs[y], expected[y])
     assert program.layers[0]["tiling"]["loop"] == "channel chunks outer"
     instructions, timeline = program.program.instructions, result.timeline

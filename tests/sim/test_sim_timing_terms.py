@@ -4,8 +4,9 @@ bandwidth-bound DMA, depthwise pixels per cycle, vector throughput per kind, and
 read from flash (Vela's Shared_Sram) against the same load from DRAM, flash on its own
 port beside DRAM's, transfers retiring in order, and outstanding transfers overlapping
 their latency (a DMA-bound program where that saves 70.6%), softmax's reciprocal and its
-passes through DRAM, the last weight block's pixels, the MAC pipeline fill per block, and
-the issue cost paid before the wait on a token."""
+passes through DRAM, the last weight block's pixels, the MAC pipeline fill per block, the
+issue cost paid before the wait on a token, a run's last partial burst, and kernel taps
+sharing a weight block's row slices (U55's PartKernel)."""
 
 from __future__ import annotations
 
@@ -286,3 +287,28 @@ def test_the_race_check_sees_an_overlapped_issue_touch_nothing():
 
     with pytest.raises(SimError, match="from cycle 5,"):
         Simulator(with_figures(issue_cycles=5, issue_order="before_wait")).run([load, add, End()])
+
+
+def test_a_narrow_conv_puts_a_kernel_tap_in_each_row_slice():
+    """Ethos-U55-256's array as u55-256 has it: 32 rows of input channels x 8 columns of
+    outputs, a 256-weight block loading in 32 cycles (Vela's `cycles_wb`), the rows in 4
+    slices of 8 channels that may each take another kernel tap (Vela's PartKernel
+    traversal). A 3x3 conv of 3 -> 16 channels over 16x16 pixels (tinyconv's first layer):
+    without slices every tap is a block of its own, 9 taps x 2 column blocks = 18 blocks;
+    with them the 9 taps of 3 (in 8) channels go 4 to a block, ceil(9 / 4) = 3 x 2 = 6. Each
+    block streams 256 pixels (more than its 32-cycle load): the first load 32 + 6 x 256 +
+    fill and drain 32 + 8 = 1608, and 32 + 18 x 256 + 40 = 4680 without."""
+    u55 = {"mac_rows": 32, "mac_cols": 8, "mac_weight_load_cycles": 32}
+    conv = Conv(src=0, weights=8192, dst=16384, in_h=16, in_w=16, in_c=3, out_c=16,
+                kernel_h=3, kernel_w=3, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1)  # fmt: skip
+    assert cycles(with_figures(**u55), conv) == 32 + 18 * 256 + 40 == 4680
+    assert cycles(with_figures(**u55, mac_row_slice=8), conv) == 32 + 6 * 256 + 40 == 1608
+    # 16 input channels: as Vela's PartKernel, 4 taps of one 8-channel slice a block,
+    # ceil(9 / 4) x ceil(16 / 8) = 6 blocks a column block, 12 in all, against 9 x 2 = 18
+    # depth first (a whole tap of 16 channels in 32 rows)
+    wide = dataclasses.replace(conv, in_c=16)
+    assert cycles(with_figures(**u55, mac_row_slice=8), wide) == 32 + 12 * 256 + 40
+    # 32 input channels fill the rows with one tap: depth first, 9 x 2 = 18, as without slices
+    full = dataclasses.replace(conv, in_c=32)
+    assert cycles(with_figures(**u55, mac_row_slice=8), full) == cycles(with_figures(**u55), full)
+    assert cycles(with_figures(**u55), full) == 32 + 18 * 256 + 40
