@@ -46,6 +46,7 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "flash_outstanding": (1, 64),
     "vector_reciprocal_cycles": (1, 1 << 16),
     "mac_fill_cycles": (0, 1 << 16),
+    "mac_row_slice": (0, 4096),
 }
 # The hardware keys that take one of a few words, and the words.
 CHOICE_HARDWARE: dict[str, tuple[str, ...]] = {
@@ -76,6 +77,7 @@ OPTIONAL_HARDWARE = (
     "vector_pool_block_w",
     "vector_reciprocal_cycles",
     "mac_fill_cycles",
+    "mac_row_slice",
     "issue_order",
     "softmax_passes_in",
 )
@@ -261,6 +263,12 @@ def _check_consistent(path: Path, values: dict[str, Any]) -> None:
         raise TargetError(
             f"{path}: hardware.flash_outstanding: transfers in flight on a flash port, but the "
             "target has no flash region (give hardware.flash_bytes_per_cycle, ...)"
+        )
+    row_slice = values.get("mac_row_slice", 0)
+    if row_slice and values["mac_rows"] % row_slice:
+        raise TargetError(
+            f"{path}: hardware.mac_row_slice: {row_slice} channels a slice does not divide the "
+            f"array's {values['mac_rows']} rows (hardware.mac_rows)"
         )
     grouped = values.get("mac_grouped_pixels_per_cycle", 1)
     if grouped > values["mac_rows"]:

@@ -84,6 +84,10 @@ class Hardware:
     # Cycles the MAC pipeline takes to fill at the start of every weight block, on top of its
     # pixel stream (Ethos-U55's per-block delay in Vela's estimate); 0: none.
     mac_fill_cycles: int = 0
+    # Input channels per slice of the array's rows (Ethos-U55's PartKernel traversal): a conv
+    # with fewer input channels than rows may put a different kernel tap in each slice, so a
+    # weight block holds mac_rows // slice taps of ceil(cin / slice) slices; 0: one tap a block.
+    mac_row_slice: int = 0
     # When an instruction's issue cost is paid: "after_wait" (once its tokens are in, as
     # part of its work) or "before_wait" (as soon as its unit is free, overlapping the wait
     # on its tokens, as a command stream is decoded ahead of the dependency it waits on).
@@ -113,10 +117,10 @@ class Hardware:
 
     def dram_cycles(self, nbytes: int) -> int:
         """Cycles of one DMA instruction moving `nbytes` contiguous bytes DRAM<->SRAM: issue +
-        latency + whole bursts (targets/isa/cost.py `dma_cycles` is the general, strided form)."""
-        burst = self.dram_burst_bytes
-        bursts = -(-(-(-nbytes // burst) * burst) // self.dram_bytes_per_cycle)
-        return self.issue_cycles + self.dram_latency_cycles + bursts
+        latency + its bytes, at least one whole burst, over the bandwidth (targets/isa/cost.py
+        `dma_cycles` is the general, strided form)."""
+        moved = max(nbytes, self.dram_burst_bytes)
+        return self.issue_cycles + self.dram_latency_cycles + -(-moved // self.dram_bytes_per_cycle)
 
     def host_link_cycles(self, nbytes: int) -> int:
         """Cycles for one host<->VPU transfer of `nbytes`: latency + ceil(bytes / bandwidth)."""

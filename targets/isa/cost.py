@@ -14,8 +14,8 @@ target leaves it out), so an instruction's work is at least ceil(its SRAM bytes 
 sram_bytes_per_cycle).
 
     DMA     dram_latency_cycles + max(DRAM side, SRAM side): DRAM side
-            ceil(bursts * dram_burst_bytes / dram_bytes_per_cycle), bursts = sum over the
-            DRAM-side contiguous runs of ceil(run / dram_burst_bytes); SRAM side the sum over
+            ceil(sum over the DRAM-side contiguous runs of max(run, dram_burst_bytes) /
+            dram_bytes_per_cycle) (a run pays at least one whole burst); SRAM side the sum over
             the SRAM-side runs of ceil(run / min(dram_bytes_per_cycle, sram_bytes_per_cycle));
             a transfer of the constant region (region = 1) on a target with weights_in =
             "flash" takes flash_bytes_per_cycle, flash_latency_cycles, flash_burst_bytes;
@@ -24,7 +24,8 @@ sram_bytes_per_cycle).
     MAC     mac_weight_load_cycles + (blocks - 1) * max(pixels', mac_weight_load_cycles)
             + pixels' + blocks * mac_fill_cycles + mac_rows + mac_cols (the first block's
             load, every block streaming while the next loads, the last with no load behind
-            it); a block is one rows x cols weight tile of one kernel tap;
+            it); a block is one rows x cols weight tile of one kernel tap (with
+            mac_row_slice, of up to rows // slice taps of a narrow input: tap_blocks);
             pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
             groups share a block (depthwise). SRAM bytes: the input once per column block,
             the weights, the int32 output (twice when accumulating) and the biases
@@ -119,13 +120,14 @@ def dma_cycles(
     sram_strides: tuple[int, int] | None = None,
 ) -> int:
     """Cycles of one DRAM<->SRAM block: the descriptor's latency, then the longer of its two
-    sides. DRAM moves whole bursts for every DRAM-side contiguous run (a 1-byte run costs a
-    whole burst); the SRAM side moves dram_bytes_per_cycle a cycle, at least one cycle for
-    every SRAM-side run (a scatter of single bytes takes a cycle per byte). Strides are
-    (row, plane); sram_strides None: contiguous in SRAM."""
+    sides. DRAM moves every DRAM-side contiguous run's bytes, at least a whole burst (a 1-byte
+    run costs a whole burst; a longer run's last, partial burst is a shorter burst and moves
+    only its bytes: Vela's `_estimate_memory_transfer_efficiency`); the SRAM side moves
+    dram_bytes_per_cycle a cycle, at least one cycle for every SRAM-side run (a scatter of
+    single bytes takes a cycle per byte). Strides are (row, plane); sram_strides None:
+    contiguous in SRAM."""
     runs, run_bytes = dram_runs(row_bytes, rows, planes, *dram_strides)
-    bursts = runs * ceil_div(run_bytes, hw.dram_burst_bytes)
-    dram = ceil_div(bursts * hw.dram_burst_bytes, hw.dram_bytes_per_cycle)
+    dram = ceil_div(runs * max(run_bytes, hw.dram_burst_bytes), hw.dram_bytes_per_cycle)
     sram_runs, sram_run_bytes = dram_runs(
         row_bytes, rows, planes, *(sram_strides or (row_bytes, rows * row_bytes))
     )
@@ -264,6 +266,19 @@ def mac_blocks(hw: Hardware, groups: int, cin_g: int, cout_g: int) -> int:
     return ceil_div(groups, packed) * ceil_div(cin_g, hw.mac_rows) * ceil_div(cout_g, hw.mac_cols)
 
 
+def tap_blocks(hw: Hardware, cin: int, taps: int) -> int:
+    """Weight blocks of one column block of a dense conv over all its kernel taps: one tap
+    of mac_rows input channels a block (ceil(cin / rows) per tap), or, on a target with
+    mac_row_slice, the rows in slices of that many channels each holding a tap (Ethos-U55's
+    PartKernel: 4 taps of 8 channels), ceil(taps / (rows // slice)) * ceil(cin / slice)
+    blocks, whichever is fewer (Vela picks the traversal per op the same way)."""
+    depth_first = taps * ceil_div(cin, hw.mac_rows)
+    if not hw.mac_row_slice or taps == 1:
+        return depth_first
+    per_block = hw.mac_rows // hw.mac_row_slice
+    return min(depth_first, ceil_div(taps, per_block) * ceil_div(cin, hw.mac_row_slice))
+
+
 def mac_cycles(
     hw: Hardware,
     groups: int,
@@ -281,6 +296,8 @@ def mac_cycles(
     groups (depthwise) take mac_grouped_pixels_per_cycle pixels a cycle. At least the
     scratchpad time of the bytes it reads and writes (mac_sram_bytes)."""
     blocks = mac_blocks(hw, groups, cin_g, cout_g) * taps
+    if groups == 1:
+        blocks = ceil_div(cout_g, hw.mac_cols) * tap_blocks(hw, cin_g, taps)
     load = hw.mac_weight_load_cycles
     streamed = pixels
     if groups_per_block(hw, groups, cin_g, cout_g) > 1:

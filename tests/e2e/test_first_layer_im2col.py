@@ -110,11 +110,11 @@ RESIDENT_LABELS = {  # (stem, mid) by mode and target; None: the conv itself
         "vpu-plus": (STEM, "column window of a resident input (18 channels, 3x1 kernel)"),
         "u55-256": (STEM, "column window in place (18 channels, 3x1 kernel)"),
     },
-    "packed": {  # 6 outputs x 2 on 16 columns, x 4 on 32; the mid conv's 16 x 2 on 32
+    "packed": {  # 6 outputs x 2 on 16 columns, x 4 on 32, not on u55-256's 8; the mid conv's 16 x 2 on 32
         "vpu": (PACKED_STEM.format(12, 2), None),
         "vpu-plus": (PACKED_STEM.format(18, 4),
                      "column window of a resident input (24 channels, 3x1 kernel, 2 output columns a pixel)"),
-        "u55-256": (PACKED_STEM.format(12, 2), None),
+        "u55-256": (None, None),
     },
 }  # fmt: skip
 

@@ -174,3 +174,18 @@ def simulate(subgraph: vops.Subgraph, target, seed: int = 1):
     }
     expected = run_subgraph(subgraph, inputs, target.numerics.requant)
     return program, result, outputs, expected
+
+
+def u55_square_array():
+    """u55-256 with the 16 x 16 MAC array (16-cycle weight load, no row slices, 2 depthwise
+    pixels a cycle) it had before issue 21's array geometry: the DMA-order cases computed by
+    hand on it (test_store_order.py, test_weight_stream.py) keep their figures; every other
+    u55-256 figure is the target's own."""
+    import dataclasses
+
+    from vpuc.targets import load_target
+
+    u55 = load_target("u55-256")
+    square = {"mac_rows": 16, "mac_cols": 16, "mac_weight_load_cycles": 16, "mac_row_slice": 0,
+              "mac_grouped_pixels_per_cycle": 2}  # fmt: skip
+    return dataclasses.replace(u55, hardware=dataclasses.replace(u55.hardware, **square))

@@ -4,8 +4,9 @@ bandwidth-bound DMA, depthwise pixels per cycle, vector throughput per kind, and
 read from flash (Vela's Shared_Sram) against the same load from DRAM, flash on its own
 port beside DRAM's, transfers retiring in order, and outstanding transfers overlapping
 their latency (a DMA-bound program where that saves 70.6%), softmax's reciprocal and its
-passes through DRAM, the last weight block's pixels, the MAC pipeline fill per block, and
-the issue cost paid before the wait on a token."""
+passes through DRAM, the last weight block's pixels, the MAC pipeline fill per block, the
+issue cost paid before the wait on a token, a run's last partial burst, and kernel taps
+sharing a weight block's row slices (U55's PartKernel)."""
 
 from __future__ import annotations
 
@@ -96,12 +97,12 @@ def test_weights_from_flash_take_flash_figures():
              "flash_burst_bytes": 128}  # fmt: skip
     weights = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1000, region=1)
     activations = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1000)
-    # flash: 8 bursts of 128 B = 1024 B at 1 B/cycle + 64 latency
-    assert cycles(with_figures(**flash), weights) == 64 + 1024
-    # feature maps stay in DRAM: 32 bursts of 32 B at 16 B/cycle + 64
-    assert cycles(with_figures(**flash), activations) == 64 + 64
+    # flash: 1000 B at 1 B/cycle + 64 latency
+    assert cycles(with_figures(**flash), weights) == 64 + 1000
+    # feature maps stay in DRAM: 1000 B at 16 B/cycle (62.5: 63) + 64
+    assert cycles(with_figures(**flash), activations) == 64 + 63
     # a target with weights in DRAM reads the constant region at DRAM speed
-    assert cycles(with_figures(), weights) == 64 + 64
+    assert cycles(with_figures(), weights) == 64 + 63
 
 
 def test_u55_memory_modes_differ_only_in_where_weights_live():
@@ -121,17 +122,35 @@ FLASH = {
 def test_flash_and_dram_transfers_run_on_their_own_ports():
     weights = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=1000, region=1, signal=1)
     activations = Dma(opcode=Opcode.LOAD, dram=0, sram=4096, row_bytes=4096, signal=2)
-    # flash 64 + 8 bursts of 128 B at 1 B/cycle = 1088; DRAM 64 + 4096 / 16 = 320. On two
-    # ports both start at 0: 1088, where one after the other is 1408 (overlap saves 22.7%)
+    # flash 64 + 1000 B at 1 B/cycle = 1064; DRAM 64 + 4096 / 16 = 320. On two ports both
+    # start at 0: 1064, where one after the other is 1384 (overlap saves 23.1%)
     result = Simulator(with_figures(**FLASH)).run([weights, activations, End()])
-    assert result.stats.total_cycles == 1088
-    assert result.timeline.start[:2] == (0, 0) and result.timeline.end[:2] == (1088, 320)
+    assert result.stats.total_cycles == 1064
+    assert result.timeline.start[:2] == (0, 0) and result.timeline.end[:2] == (1064, 320)
     # into the bytes the flash load is still writing: the DMA unit orders the two
     clash = dataclasses.replace(activations, sram=512)
-    assert cycles(with_figures(**FLASH), weights, clash) == 1088 + 320
-    # without a flash region the constant load is a DRAM transfer on the one port: 64 + 64 B
-    # ... = 1000 B in 32 bursts (1024 B) / 16 = 64, so 128, then 320 after it
-    assert cycles(with_figures(), weights, activations) == 128 + 320
+    assert cycles(with_figures(**FLASH), weights, clash) == 1064 + 320
+    # without a flash region the constant load is a DRAM transfer on the one port: 64 +
+    # 1000 B / 16 (62.5: 63) = 127, then 320 after it
+    assert cycles(with_figures(), weights, activations) == 127 + 320
+
+
+def test_a_runs_last_partial_burst_moves_only_its_bytes():
+    """A contiguous run moves its bytes, or a whole burst if it is shorter: its last, partial
+    burst is a shorter AXI burst (Vela's `_estimate_memory_transfer_efficiency`: a transfer
+    costs bytes x burst / min(burst, run)). The anchor tinyconv's FC weights, 176 B from
+    flash (128 B bursts at 1 B/cycle, latency 64): 64 + 176 = 240, not two whole bursts
+    (64 + 256 = 320); a 16 B run still costs a whole burst: 64 + 128."""
+    fc_weights = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=176, region=1)
+    assert cycles(with_figures(**FLASH), fc_weights) == 64 + 176
+    short = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=16, region=1)
+    assert cycles(with_figures(**FLASH), short) == 64 + 128
+    # strided runs: 4 rows of 200 B, 256 B apart: 4 x 200 = 800; of 40 B: 4 x 128 = 512
+    rows = Dma(opcode=Opcode.LOAD, dram=0, sram=0, row_bytes=200, rows=4, dram_row_stride=256,
+               sram_row_stride=200, region=1)  # fmt: skip
+    assert cycles(with_figures(**FLASH), rows) == 64 + 800
+    narrow = dataclasses.replace(rows, row_bytes=40, sram_row_stride=40)
+    assert cycles(with_figures(**FLASH), narrow) == 64 + 512
 
 
 def test_transfers_retire_in_order():
@@ -268,3 +287,28 @@ def test_the_race_check_sees_an_overlapped_issue_touch_nothing():
 
     with pytest.raises(SimError, match="from cycle 5,"):
         Simulator(with_figures(issue_cycles=5, issue_order="before_wait")).run([load, add, End()])
+
+
+def test_a_narrow_conv_puts_a_kernel_tap_in_each_row_slice():
+    """Ethos-U55-256's array as u55-256 has it: 32 rows of input channels x 8 columns of
+    outputs, a 256-weight block loading in 32 cycles (Vela's `cycles_wb`), the rows in 4
+    slices of 8 channels that may each take another kernel tap (Vela's PartKernel
+    traversal). A 3x3 conv of 3 -> 16 channels over 16x16 pixels (tinyconv's first layer):
+    without slices every tap is a block of its own, 9 taps x 2 column blocks = 18 blocks;
+    with them the 9 taps of 3 (in 8) channels go 4 to a block, ceil(9 / 4) = 3 x 2 = 6. Each
+    block streams 256 pixels (more than its 32-cycle load): the first load 32 + 6 x 256 +
+    fill and drain 32 + 8 = 1608, and 32 + 18 x 256 + 40 = 4680 without."""
+    u55 = {"mac_rows": 32, "mac_cols": 8, "mac_weight_load_cycles": 32}
+    conv = Conv(src=0, weights=8192, dst=16384, in_h=16, in_w=16, in_c=3, out_c=16,
+                kernel_h=3, kernel_w=3, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1)  # fmt: skip
+    assert cycles(with_figures(**u55), conv) == 32 + 18 * 256 + 40 == 4680
+    assert cycles(with_figures(**u55, mac_row_slice=8), conv) == 32 + 6 * 256 + 40 == 1608
+    # 16 input channels: as Vela's PartKernel, 4 taps of one 8-channel slice a block,
+    # ceil(9 / 4) x ceil(16 / 8) = 6 blocks a column block, 12 in all, against 9 x 2 = 18
+    # depth first (a whole tap of 16 channels in 32 rows)
+    wide = dataclasses.replace(conv, in_c=16)
+    assert cycles(with_figures(**u55, mac_row_slice=8), wide) == 32 + 12 * 256 + 40
+    # 32 input channels fill the rows with one tap: depth first, 9 x 2 = 18, as without slices
+    full = dataclasses.replace(conv, in_c=32)
+    assert cycles(with_figures(**u55, mac_row_slice=8), full) == cycles(with_figures(**u55), full)
+    assert cycles(with_figures(**u55), full) == 32 + 18 * 256 + 40

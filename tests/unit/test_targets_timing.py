@@ -47,6 +47,8 @@ def _target(tmp_path, hardware: str):
             r"t.toml: hardware.softmax_passes_in: 'flash' is not one of sram, dram",
         ),
         ("softmax_passes_in = 1", r"t.toml: hardware.softmax_passes_in: must be a string"),
+        ("mac_row_slice = 5", r"t.toml: hardware.mac_row_slice: 5 channels a slice does not divide"),
+        ("mac_row_slice = -1", r"t.toml: hardware.mac_row_slice: -1 is out of range"),
     ],
 )
 def test_contradictory_figures_name_the_key(tmp_path, hardware, message):
