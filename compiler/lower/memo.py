@@ -25,29 +25,17 @@ import struct
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import emit, oracle, prefetch, residency, tile_im2col, tile_mac, tiling
+from vpuc.compiler.lower.codegen import emit, oracle
 from vpuc.compiler.lower.codegen.emit import VpuProgram
+from vpuc.compiler.lower.codegen.switches import SWITCHES, switches  # noqa: F401 (memo.SWITCHES)
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets import Target
-
-# (module, name): module constants whose value changes the program the code generator emits
-SWITCHES = (
-    (emit, "ATTEMPTS"),  # the SRAM budget factors tried in turn
-    (prefetch, "PREFETCH_DEPTH"),
-    (prefetch, "PREFETCH_KEY"),
-    (prefetch, "LATE_KEY"),
-    (prefetch, "PREFETCH_ROLES"),
-    (residency, "ALIGN"),
-    (tile_im2col, "CHOOSE"),  # im2col or conv: by the estimate, or forced (tests)
-    (tile_mac, "TRAFFIC_SLACK"),
-    (tile_mac, "VECTOR_SPLITS"),
-    (tiling, "STORE_KEY"),
-)
 
 # module constants of compiler/lower/codegen/ that are facts, not choices: ISA field limits,
 # unit names, the planner's placeholder op parts, and the memos themselves
 FIXED = {
     "estimate": ("QUEUES",),
+    "switches": ("SWITCHES",),
     "oracle": ("UNIT", "LUT_KINDS", "_ANSWERS", "_FINGERPRINTS"),
     "plan": ("BLOB_PREFIX",),
     "sync": ("QUEUED",),
@@ -87,11 +75,6 @@ def memo_key(subgraph: vops.Subgraph, target: Target) -> bytes:
     _feed(digest, oracle.target_fingerprint(target))
     _feed(digest, switches())
     return digest.digest()
-
-
-def switches() -> tuple:
-    """The current value of each switch, read at call time (a patched switch counts)."""
-    return tuple((module.__name__, name, getattr(module, name)) for module, name in SWITCHES)
 
 
 def _feed(digest, value) -> None:

@@ -83,11 +83,11 @@ def target_fingerprint(target: Target) -> str:
 
 
 def _switches() -> tuple:
-    """The code generator's switches now (memo.SWITCHES): a patched switch changes what a
+    """The code generator's switches now (switches.py): a patched switch changes what a
     layer lowers to, so an answer cached under another value is not this one."""
-    from vpuc.compiler.lower import memo  # memo imports this module
+    from vpuc.compiler.lower.codegen.switches import switches  # it imports emit, as this does
 
-    return memo.switches()
+    return switches()
 
 
 def _key(view: OpView) -> tuple:
