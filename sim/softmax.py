@@ -4,7 +4,8 @@ One of the operation modules gathered by ops.py. The arithmetic is numerics.soft
 reference.softmax defines it row by row. The table holds 256 int32 entries, the exps for
 x - max = -255..0 scaled by 2^T; the run stops when a row's sum of exps does not fit int32
 (the compiler picks T so that it does) or the table's last entry (exp 0) is not positive.
-Cost (targets/isa/cost.py): three passes over the row's vectors and one reciprocal per row.
+Cost (targets/isa/cost.py): three passes over the row's vectors and one reciprocal per row;
+with softmax_passes_in = "dram" each pass's round trip through DRAM, its bytes counted too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from vpuc.sim.errors import OpError
 from vpuc.sim.machine import Plan, State, require, require_positive, touched
 from vpuc.sim.numerics import INT32_MAX, softmax_rows
 from vpuc.sim.vector import require_table
-from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.cost import instruction_cycles, softmax_round_trip_bytes
 from vpuc.targets.isa.formats import Softmax, Unit
 from vpuc.targets.isa.params import LUT_ENTRIES
 
@@ -26,7 +27,11 @@ def plan_softmax(instruction: Softmax, state: State) -> Plan:
     require_positive(i, "rows", "depth", "shift")
     require(i.shift <= 63, "field 'shift' must be at most 63, got {}", i.shift)
     reads, writes = touched(i, state)
-    return Plan(Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes)
+    dram = softmax_round_trip_bytes(state.hardware, i.rows * i.depth)  # its passes' round trips
+    return Plan(
+        Unit.VEC, instruction_cycles(i, state.hardware), reads=reads, writes=writes,
+        dram_read_bytes=dram, dram_written_bytes=dram,
+    )  # fmt: skip
 
 
 def run_softmax(instruction: Softmax, state: State) -> None:

@@ -429,6 +429,13 @@ def softmax_round_trip_cycles(hw: Hardware, elements: int) -> int:
     return SOFTMAX_PASSES * (hw.issue_cycles + 2 * one_way)
 
 
+def softmax_round_trip_bytes(hw: Hardware, elements: int) -> int:
+    """The DRAM bytes each way of softmax_passes_in = "dram": each of the SOFTMAX_PASSES
+    reads the tensor (`elements` bytes) and writes it back (0 with the passes in the
+    scratchpad). The simulator counts them as the softmax's DRAM traffic, the estimate too."""
+    return SOFTMAX_PASSES * elements if hw.softmax_passes_in == "dram" else 0
+
+
 def _softmax(i: Softmax, hw: Hardware) -> int:
     vectors = i.rows * ceil_div(i.depth, hw.vector_lanes)
     passes = sum(

@@ -237,6 +237,10 @@ def test_softmax_passes_through_dram_pay_a_command_and_a_round_trip_each():
     # reciprocal, scale) each a command (issue 8) reading and writing the 20-byte tensor
     # through the 8 B/cycle DRAM port with 32 cycles of latency each way: 4 x (8 + 2 x (32 + 3))
     assert span == 836 + 4 * (8 + 2 * (32 + 3))
+    # and the bytes of those round trips are DRAM traffic: the table's 1024-byte load, then
+    # 4 passes each reading and writing the 20 bytes (they were charged in cycles only)
+    assert result.stats.dram_read_bytes == 1024 + 4 * 20
+    assert result.stats.dram_written_bytes == 4 * 20
 
 
 def test_a_single_block_pays_no_weight_load_after_its_pixels():

@@ -142,7 +142,7 @@ def _build(op: vops.Op, ctx: Context, band: int):
                 store = transfer.band(Opcode.STORE, y_view, image, (r0, r1), (0, c), dst)
                 ev.add("store", store, step + STORE_KEY, reads=[(bufs["out"].name, out_slot)])
             step += 1
-    count_dram(plan, ev)
+    count_dram(plan, ev, ctx.hw)
     return plan, ev
 
 

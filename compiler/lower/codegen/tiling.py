@@ -22,7 +22,7 @@ from vpuc.compiler.lower.codegen.estimate import Clock, pipeline
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, Event, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
 from vpuc.targets import Target
-from vpuc.targets.isa.cost import dma_port, instruction_cycles
+from vpuc.targets.isa.cost import dma_port, instruction_cycles, softmax_round_trip_bytes
 from vpuc.targets.isa.formats import Opcode, Unit
 
 # A tile's store is keyed a tile behind it (step + STORE_KEY), its input loads a tile ahead
@@ -217,10 +217,15 @@ def buffer(ctx: Context, role: str, slot_bytes: int, slots: int, prefetch: bool 
     return Buffer(f"L{ctx.index}.{role}", size, slots, first, ctx.index)
 
 
-def count_dram(plan: OpPlan, ev: Events) -> None:
-    """Add the DRAM bytes of the plan's LOAD and STORE specs to its counters."""
+def count_dram(plan: OpPlan, ev: Events, hw=None) -> None:
+    """Add the DRAM bytes of the plan's LOAD and STORE specs to its counters, and a
+    softmax's passes through DRAM (cost.softmax_round_trip_bytes) given the hardware."""
     for event in ev.events:
         for spec in event.specs:
+            if spec.opcode == Opcode.SOFTMAX and hw is not None:
+                nbytes = softmax_round_trip_bytes(hw, spec.fields["rows"] * spec.fields["depth"])
+                plan.dram_read_bytes += nbytes
+                plan.dram_write_bytes += nbytes
             if spec.opcode in (Opcode.LOAD, Opcode.STORE):
                 f = spec.fields
                 nbytes = f["row_bytes"] * f.get("rows", 1) * f.get("planes", 1)
