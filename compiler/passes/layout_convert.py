@@ -84,10 +84,21 @@ def convert_to_nhwc(mod: tvm.IRModule, pass_name: str) -> tvm.IRModule:
     audit = Audit.of(mod)
     func = mod["main"]
     converter = _Converter(mod, audit, pass_name, {p.name for p in func.params} | set(audit.provenance))
+    converter.shared_params = _shared_params(func)
     new_func = relax.analysis.remove_all_unused(converter.visit_expr(func))
     new_mod = mod.clone()
     new_mod.update_func(new_mod.get_global_var("main"), new_func)
     return audit.attach(new_mod)
+
+
+def _shared_params(func: relax.Function) -> set[relax.Var]:
+    """The parameters more than one binding (or the function's result) reads."""
+    readers: dict[relax.Var, int] = {}
+    values = [b.value for block in func.body.blocks for b in block.bindings] + [func.body.body]
+    for value in values:
+        for var in relax.analysis.free_vars(value):
+            readers[var] = readers.get(var, 0) + 1
+    return {p for p in func.params if readers.get(p, 0) > 1}
 
 
 @mutator
@@ -97,6 +108,7 @@ class _Converter(PyExprMutator):
         self.audit, self.pass_name, self.names = audit, pass_name, names
         self.perm: dict[relax.Var, Perm | list[Perm]] = {}  # a tuple's: one per field
         self.copies: dict[tuple[relax.Var, Perm], relax.Var] = {}
+        self.shared_params: set[relax.Var] = set()  # convert_to_nhwc sets it (_shared_params)
 
     # -- bookkeeping -----------------------------------------------------------------------
 
@@ -176,9 +188,14 @@ class _Converter(PyExprMutator):
         # A relabelling (permute_dims absorbed) returns its input var under another layout:
         # aliasing the two would give the input the output's layout (x @ x^T read x twice
         # transposed: found by tests/fuzz, regression case cpu-0cf063e9af), so it gets a
-        # binding of its own. A var with no layout yet (a graph input) is as written: its
-        # relabelling is one too (x @ permute(x) on the graph input, cpu-fd88f7e7a6).
-        relabelled = isinstance(expr, relax.Var) and self.perm.get(expr) != perm
+        # binding of its own. A graph input has no layout yet (as written): when another
+        # binding reads it too, its relabelling is one as well (x @ permute(x) on the graph
+        # input, cpu-fd88f7e7a6); read once (an NHWC export's input transpose), it is aliased
+        # and takes the layout, so an all-VPU graph keeps no host binding.
+        if isinstance(expr, relax.Var) and expr not in self.perm and expr in self.shared_params:
+            relabelled = perm is not None
+        else:
+            relabelled = isinstance(expr, relax.Var) and expr in self.perm and self.perm[expr] != perm
         if isinstance(expr, relax.Var) and isinstance(old, relax.DataflowVar) and not relabelled:
             self.set_var_remap(old, expr)
             return expr
