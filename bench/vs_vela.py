@@ -42,9 +42,8 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 from _common import write_json
@@ -85,16 +84,10 @@ def simulate(program, target):
     return Simulator(target).run(program.program, image)
 
 
-@contextmanager
-def convs_as_convs() -> Iterator[None]:
+def convs_as_convs():
     """Every conv lowered as a conv (tile_im2col.CHOOSE = "conv"): no first-layer im2col,
     which U55 (and so Vela's figure) does not do; its win shows in the schedule."""
-    saved = tile_im2col.CHOOSE
-    tile_im2col.CHOOSE = "conv"
-    try:
-        yield
-    finally:
-        tile_im2col.CHOOSE = saved
+    return mock.patch.object(tile_im2col, "CHOOSE", "conv")
 
 
 def vpuc_figures(onnx_path: Path, target_name: str) -> dict:

@@ -150,23 +150,11 @@ def flash_view(hw: Hardware) -> Hardware:
 
 
 def _dma(i: Dma, hw: Hardware) -> int:
-    if getattr(i, "interleave", 0):  # the SRAM side writes whole interleaved rows (docs/isa.md)
-        return interleave_cycles(
-            flash_view(hw) if getattr(i, "region", 0) else hw,
-            i.row_bytes,
-            i.rows,
-            i.planes,
-            (i.dram_row_stride, i.dram_plane_stride),
-            i.sram_row_stride,
-        )
-    return dma_cycles(
-        flash_view(hw) if getattr(i, "region", 0) else hw,
-        i.row_bytes,
-        i.rows,
-        i.planes,
-        (i.dram_row_stride, i.dram_plane_stride),
-        (i.sram_row_stride, i.sram_plane_stride),
-    )
+    port = flash_view(hw) if i.region else hw
+    size, dram_strides = (i.row_bytes, i.rows, i.planes), (i.dram_row_stride, i.dram_plane_stride)
+    if i.interleave:  # the SRAM side writes whole interleaved rows (docs/isa.md)
+        return interleave_cycles(port, *size, dram_strides, i.sram_row_stride)
+    return dma_cycles(port, *size, dram_strides, (i.sram_row_stride, i.sram_plane_stride))
 
 
 def interleave_cycles(

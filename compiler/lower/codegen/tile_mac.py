@@ -471,7 +471,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
             step - 1,
             (w_buf.name, 0 if choice.whole else w_slot),
         )
-    count_dram(plan, ev)
+    count_dram(plan, ev, ctx.hw)
     return plan, ev
 
 

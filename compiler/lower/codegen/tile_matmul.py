@@ -140,7 +140,7 @@ def _build_matmul(op: vops.Matmul, ctx: Context, band: int, bufs: dict[str, Buff
             rows = (bi * m + r0, bi * m + r1)
             _requant_matmul(ev, op, bufs, acc_slot, Addr(bufs["params"].name), y_view, rows, n, step)
             step += 1
-    count_dram(plan, ev)
+    count_dram(plan, ev, ctx.hw)
     return plan, ev
 
 

@@ -217,12 +217,12 @@ def buffer(ctx: Context, role: str, slot_bytes: int, slots: int, prefetch: bool 
     return Buffer(f"L{ctx.index}.{role}", size, slots, first, ctx.index)
 
 
-def count_dram(plan: OpPlan, ev: Events, hw=None) -> None:
+def count_dram(plan: OpPlan, ev: Events, hw) -> None:
     """Add the DRAM bytes of the plan's LOAD and STORE specs to its counters, and a
-    softmax's passes through DRAM (cost.softmax_round_trip_bytes) given the hardware."""
+    softmax's passes through DRAM (cost.softmax_round_trip_bytes)."""
     for event in ev.events:
         for spec in event.specs:
-            if spec.opcode == Opcode.SOFTMAX and hw is not None:
+            if spec.opcode == Opcode.SOFTMAX:
                 nbytes = softmax_round_trip_bytes(hw, spec.fields["rows"] * spec.fields["depth"])
                 plan.dram_read_bytes += nbytes
                 plan.dram_write_bytes += nbytes
