@@ -29,6 +29,12 @@ from onnx import TensorProto, helper
 # A value this close to k + 0.5 steps may round either way under another float order. The
 # largest seen: 0.0011 of a step (vpu-plus-1146de235c, bn_fold against onnxruntime's BatchNorm).
 TIE_STEPS = 2e-3
+# A BatchNormalization between a DequantizeLinear and a QuantizeLinear is, in int8, a per-channel
+# multiply-add: an int8 weight per channel (symmetric, s_w = |a| / 127: the one weight is exact)
+# and an int32 bias at s_x * s_w, as any quantised conv's (ONNX QLinearConv, TFLite). The bias
+# rounds to that step, so the int8 form may sit up to half of it from the float BatchNorm:
+# 0.5 * s_x * |a| / 127 / s_y output steps on channel c, added to TIE_STEPS there
+# (vpu-6e4c19e9a6: -0.0038 and +0.0024 steps, three elements 0.0013-0.0035 from a tie).
 ALL_SUBSETS = 10  # up to this many near-tie elements every choice is tried; above it, each alone and all
 FEED_PREFIX = "__tie_nudge_"
 
@@ -44,15 +50,46 @@ def _session(model: onnx.ModelProto):
 
 def _quantize_points(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, np.ndarray]]:
     """Every QuantizeLinear with a constant scale, with that scale."""
-    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    constants = _constants(model)
     return [
         (node, constants[node.input[1]].astype(np.float64))
         for node in model.graph.node
         if node.op_type == "QuantizeLinear" and node.input[1] in constants
     ]
+
+
+def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    found = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            found[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    return found
+
+
+def _affine_window(model: onnx.ModelProto, quantize: onnx.NodeProto, rank: int) -> np.ndarray | float:
+    """The bias resolution of the int8 multiply-add a BatchNormalization feeding `quantize`
+    becomes, in output steps per channel (shape broadcastable to the tensor), else 0."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    bn = producers.get(quantize.input[0])
+    if bn is None or bn.op_type != "BatchNormalization" or len(bn.input) < 5:
+        return 0.0
+    dq = producers.get(bn.input[0])
+    constants = _constants(model)
+    names = [*bn.input[1:5], quantize.input[1]]
+    if dq is None or dq.op_type != "DequantizeLinear" or any(n not in constants for n in [dq.input[1], *names]):
+        return 0.0
+    x_scale = constants[dq.input[1]].astype(np.float64)
+    if x_scale.size != 1:
+        return 0.0
+    gamma, _, _, var, y_scale = (constants[n].astype(np.float64) for n in names)
+    if y_scale.size != 1:
+        return 0.0
+    eps = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
+    a = np.abs(gamma) / np.sqrt(var + eps)
+    half_bias_step = 0.5 * float(x_scale.reshape(())) * a / 127 / float(y_scale.reshape(()))
+    shape = [1] * rank
+    shape[1 % rank] = a.size
+    return half_bias_step.reshape(shape)
 
 
 def _broadcast_scale(node: onnx.NodeProto, scale: np.ndarray, rank: int) -> np.ndarray:
@@ -90,7 +127,7 @@ def near_ties(model: onnx.ModelProto, inputs: dict) -> list[tuple[str, np.ndarra
         step = _broadcast_scale(node, scale, x.ndim)
         v = x.astype(np.float64) / step
         boundary = np.floor(v) + 0.5
-        close = np.abs(v - boundary) < TIE_STEPS
+        close = np.abs(v - boundary) < TIE_STEPS + _affine_window(model, node, x.ndim)
         if not close.any():
             continue
         # onnxruntime's own rounding (float32 division, half to even), then a target just

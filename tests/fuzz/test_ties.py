@@ -59,3 +59,49 @@ def test_near_ties_finds_only_values_near_a_boundary():
     name, values, nudge = found
     assert name == "x" and nudge[1] == 0 and nudge[0] > 0  # 0.5 went down: the nudge is up
     assert near_ties(_q_times_3(), {"x": np.array([0.49, 1.2], np.float32)}) == []  # 0.01 away
+
+
+def _batch_norm(x_scale: float, gamma: list[float], beta: list[float]) -> onnx.ModelProto:
+    """x -> Q(x_scale) -> DQ -> BatchNormalization (mean 0, var 1 - eps: a = gamma) -> Q(0.1)
+    -> DQ -> y on [1, 2, 1, 1]: the int8 form is a multiply-add with an int32 bias at
+    x_scale * |gamma| / 127, whose rounding moves the output by up to half that step."""
+    eps = 1e-5
+    c = len(gamma)
+    inits = [
+        numpy_helper.from_array(np.array(x_scale, np.float32), "sx"),
+        numpy_helper.from_array(np.array(0.1, np.float32), "sy"),
+        numpy_helper.from_array(np.array(0, np.int8), "zero"),
+        numpy_helper.from_array(np.array(gamma, np.float32), "gamma"),
+        numpy_helper.from_array(np.array(beta, np.float32), "beta"),
+        numpy_helper.from_array(np.zeros(c, np.float32), "mean"),
+        numpy_helper.from_array(np.full(c, 1 - eps, np.float32), "var"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zero"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zero"], ["xd"]),
+        helper.make_node("BatchNormalization", ["xd", "gamma", "beta", "mean", "var"], ["b"], epsilon=eps),
+        helper.make_node("QuantizeLinear", ["b", "sy", "zero"], ["bq"]),
+        helper.make_node("DequantizeLinear", ["bq", "sy", "zero"], ["y"]),
+    ]
+    shape = [1, c, 1, 1]
+    graph = helper.make_graph(
+        nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_batch_norm_widens_the_window_by_its_bias_resolution():
+    # by hand: x = 0.2 on both channels (2 steps of 0.1); channel 0 has gamma 1, so its int32
+    # bias step is 0.1 * 1 / 127 and half of it is 0.00394 output steps (of 0.1); channel 1
+    # has gamma 0.25, half a bias step 0.00098 steps. beta puts both outputs 0.003 steps above
+    # the boundaries 2.5 (channel 0: 0.2 + 0.0503) and 1.5 (channel 1: 0.05 + 0.1003): a tie
+    # on channel 0 only, where the fixed 0.002 window alone sees none.
+    model = _batch_norm(0.1, [1.0, 0.25], [0.0503, 0.1003])
+    found = near_ties(model, {"x": np.full((1, 2, 1, 1), 0.2, np.float32)})
+    (name, values, nudge) = [t for t in found if t[0] == "b"][0]
+    np.testing.assert_allclose(values.ravel() / 0.1, [2.503, 1.503], atol=1e-5)
+    assert nudge.ravel()[0] < 0 and nudge.ravel()[1] == 0  # 2.503 rounds up: the nudge goes down
+    # beyond the window (0.006 steps from the boundary) nothing is a tie
+    far = _batch_norm(0.1, [1.0, 0.25], [0.0506, 0.1006])
+    assert [t for t in near_ties(far, {"x": np.full((1, 2, 1, 1), 0.2, np.float32)}) if t[0] == "b"] == []
