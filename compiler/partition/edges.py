@@ -7,8 +7,8 @@ Moving layer L (one composite) from the edge of subgraph S to the CPU changes
     CPU time        + L's ops on the CPU (the target's [host] figures, cost.py)
     transfer time   + the boundaries of the assignment without L - those with it
 
-(boundaries() of both assignments: the tensors L reads from the host stop crossing, its
-output crosses instead, or its input crosses and its output no longer does). Greedy, to a
+(placement.transfer_change, over L's own tensors: the tensors L reads from the host stop
+crossing, its output crosses instead, or its input crosses and its output no longer does). Greedy, to a
 fixpoint, as the subgraph rule: while some edge layer's move lowers the total, the one
 that lowers it most moves. A layer is at the edge when none of its inputs comes from its
 own subgraph (it begins it) or none of its outputs is read inside it (it ends it). The views
@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from vpuc.compiler.partition import cost
 from vpuc.compiler.partition.graph import HOST, Composite, Graph, core_of
 from vpuc.compiler.partition.placement import (
-    boundaries,
     cpu_seconds,
     subgraph_members,
-    transfer_seconds,
+    transfer_change,
     vpu_cycles_of,
 )
 from vpuc.compiler.partition.views import VIEW_COMPOSITES
@@ -105,9 +104,7 @@ def judge_move(graph: Graph, current, composite: Composite, members: set[str], t
     """What moving `composite` (with the views in `members`) from its subgraph to the CPU
     changes. Views compute nothing on the VPU: its cycles are the layer's alone."""
     without = {n: s for n, s in current.items() if n not in members}
-    added = transfer_seconds(boundaries(graph, without), target) - transfer_seconds(
-        boundaries(graph, current), target
-    )
+    added = transfer_change(graph, current, without, members, target)
     vpu_s = cost.vpu_seconds(vpu_cycles_of(graph, [composite], target), target)
     return EdgeMove(
         composite, tuple(sorted(members)), vpu_s, cpu_seconds(graph, list(members), target), added

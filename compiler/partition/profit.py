@@ -17,11 +17,10 @@ from vpuc.compiler.partition.edges import move_edge_layers
 from vpuc.compiler.partition.graph import Graph
 from vpuc.compiler.partition.placement import (
     SubgraphCost,
-    boundaries,
     cpu_seconds,
     onnx_op_count,
     subgraph_members,
-    transfer_seconds,
+    transfer_change,
     vpu_cycles_of,
 )
 from vpuc.targets import Target
@@ -97,9 +96,7 @@ def _verdict(graph, current, subgraph, composites, target, keep, reason, estimat
         layers = [c for c in composites if all(current.get(n) == subgraph for n in c.members)]
         cycles = vpu_cycles_of(graph, layers, target)
     without = {n: s for n, s in current.items() if s != subgraph}
-    added = transfer_seconds(boundaries(graph, current), target) - transfer_seconds(
-        boundaries(graph, without), target
-    )
+    added = transfer_change(graph, without, current, names, target)
     return SubgraphCost(
         subgraph=subgraph,
         onnx_ops=onnx_op_count(graph, names),
