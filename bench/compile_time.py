@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -79,8 +80,10 @@ def worker(model: str, out_dir: str) -> dict:
     from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
 
     steps["import_vpuc_s"] = time.perf_counter() - start
+    cpu_start = time.process_time()
     prepared = prepare_model(model, TARGET, CompileOptions())
     artifact = build_artifact(model, prepared, reference=False)
+    steps["cpu_after_import_s"] = time.process_time() - cpu_start
     for key, value in artifact.report["timings_s"].items():
         key = "passes_s" if key.startswith("pass_") else key
         steps[key] = steps.get(key, 0.0) + value
@@ -159,12 +162,20 @@ def _bytecode_cached() -> dict:
 
 
 def _wall(argv: list[str]) -> float:
+    return _wall_and_cpu(argv)[0]
+
+
+def _wall_and_cpu(argv: list[str]) -> tuple[float, float]:
+    """The wall of one run of `argv` and its CPU time (user + system, its threads and
+    children too): a loaded machine stretches the wall, hardly the CPU time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"compile_time: {' '.join(argv)} failed: {result.stderr.strip()[-400:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 _VELA_IN_PROCESS = """
@@ -202,7 +213,8 @@ def _measure(name: str, spec: dict, repeats: int, tmp: Path) -> dict:
     out = tmp / name
     out.mkdir()
     cli = [str(VPUC), "compile", str(spec["path"]), "--target", TARGET, "-o", str(out / "cli.vpuc")]
-    cli_s = statistics.median(_wall(cli) for _ in range(repeats))
+    cli_runs = [_wall_and_cpu(cli) for _ in range(repeats)]
+    cli_s = statistics.median(wall for wall, _ in cli_runs)
     code = f"import json,sys; sys.path.insert(0,{str(Path(__file__).parent)!r}); import compile_time as c; "
     code += f"print(json.dumps(c.worker({str(spec['path'])!r}, {str(out)!r})))"
     runs = []
@@ -211,8 +223,9 @@ def _measure(name: str, spec: dict, repeats: int, tmp: Path) -> dict:
         runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
     steps = {k: round(statistics.median(r.get(k, 0.0) for r in runs), 4) for k in runs[0]}
     after_tvm = cli_s - steps["import_tvm_s"]
-    after_import = sum(v for k, v in steps.items() if not k.startswith("import_"))
+    after_import = sum(v for k, v in steps.items() if not k.startswith(("import_", "cpu_")))
     row = {"kind": spec["kind"], "cli_wall_s": round(cli_s, 4), "after_tvm_import_s": round(after_tvm, 4)}
+    row["cli_cpu_s"] = round(statistics.median(cpu for _, cpu in cli_runs), 4)
     row["steps_s"] = steps
     vela = _vela_s(spec["tflite"], repeats) if spec["tflite"] else None
     row["vela"] = vela
@@ -270,7 +283,8 @@ def main() -> None:
             rows[name] = _measure(name, models[name], args.repeats, tmp)
             row = rows[name]
             print(
-                f"{name:28s} cli {row['cli_wall_s']:6.2f} s  after TVM {row['after_tvm_import_s']:6.2f} s  "
+                f"{name:28s} cli {row['cli_wall_s']:6.2f} s (CPU {row['cli_cpu_s']:5.2f} s)  "
+                f"after TVM {row['after_tvm_import_s']:6.2f} s  "
                 f"x{row['ratio_cli_vs_vela']:5.1f} Vela's wall, "
                 f"x{row['ratio_after_import_vs_vela_compile']:6.1f} its compile ({row['peer']})  "
                 f"x{row['ratio_cli_vs_goal']:.2f} of goal"

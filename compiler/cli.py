@@ -214,13 +214,16 @@ def version_text() -> str:
 
 
 def _compile_then_html(args) -> int:
-    """`vpuc compile --html FILE`: the compile, then the page of the artifact it wrote."""
-    from vpuc.runtime.report_html import check_output, write_report
-
+    """`vpuc compile --html FILE`: the compile, then the page of the artifact it wrote (the
+    page's modules are imported only then)."""
     if args.html:
+        from vpuc.runtime.report_html import check_output
+
         check_output(args.html)  # before the compile, not after it
     code = commands.compile_command(args)
     if code == 0 and args.html:
+        from vpuc.runtime.report_html import write_report
+
         write_report(commands._artifact_path(args), args.html)
     return code
 

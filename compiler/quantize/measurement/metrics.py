@@ -47,10 +47,10 @@ class Figures:
     def _add_values(self, reference: np.ndarray, test: np.ndarray) -> None:
         a, b = reference.astype(np.float64), test.astype(np.float64)
         error = a - b
-        self.signal += float(np.dot(a, a))
-        self.noise += float(np.dot(error, error))
-        self.dot += float(np.dot(a, b))
-        self.test_energy += float(np.dot(b, b))
+        self.signal += _dot(a, a)
+        self.noise += _dot(error, error)
+        self.dot += _dot(a, b)
+        self.test_energy += _dot(b, b)
         self.max_err = max(self.max_err, float(np.max(np.abs(error))))
 
     def _add_rows(self, reference: np.ndarray, test: np.ndarray) -> None:
@@ -87,6 +87,13 @@ class Figures:
             "max_abs_err": float(f"{self.max_err:.6g}"),
             "top1_agreement": self.top1_agreement,
         }
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """sum(a * b) of two 1-D float64 arrays, on the calling thread: np.dot hands it to
+    OpenBLAS's thread pool, whose threads wait on each other on a busy machine (a compile
+    beside other jobs on 2 cores: 56 dots of 64k elements took 1.4 s, 3 ms this way)."""
+    return float(np.einsum("i,i->", a, b))
 
 
 def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:

@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vpuc.compiler.quantize.bindings import BindingView
 from vpuc.compiler.quantize.params import WEIGHT_MAX, QParams, quantize_weight
@@ -143,6 +141,10 @@ def adaround(
     costs = [_cost(view, layer) for layer in layers]
     total_cost = float(sum(costs)) or 1.0
     result = Rounding()
+    # imported here: a compile without --adaround does not load rich's progress bars
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     console = Console(stderr=True)
     with Progress(
         TextColumn("adaround"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
