@@ -2,7 +2,7 @@
 back (codegen/prefetch.py): on the anchor resnet8 at u55-256 (Vela's Shared_Sram, weights
 from flash at 1 B/cycle) the flash port idles through the adds and the compute-bound convs
 before stage 3, whose 55 KB of weights are then the program's critical path. With 4 layers
-back, s3_conv2's first 16-channel block (2 x 4704 B) loads during s2_conv2, four layers
+back, s3_conv2's first weight block (4704 B) loads during s2_conv2, four layers
 with events before it, which 2 layers back cannot reach, and the program is >= 2% shorter
 (bench/vs_vela.py's schedule figure; docs/targets.md, "Prefetching further back")."""
 
