@@ -46,6 +46,7 @@ HARDWARE_RANGES: dict[str, tuple[int, int]] = {
     "flash_outstanding": (1, 64),
     "vector_reciprocal_cycles": (1, 1 << 16),
     "mac_fill_cycles": (0, 1 << 16),
+    "mac_drain_cycles": (0, 1 << 16),
     "mac_row_slice": (0, 4096),
 }
 # The hardware keys that take one of a few words, and the words.
@@ -77,6 +78,7 @@ OPTIONAL_HARDWARE = (
     "vector_pool_block_w",
     "vector_reciprocal_cycles",
     "mac_fill_cycles",
+    "mac_drain_cycles",
     "mac_row_slice",
     "issue_order",
     "softmax_passes_in",

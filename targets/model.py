@@ -84,6 +84,11 @@ class Hardware:
     # Cycles the MAC pipeline takes to fill at the start of every weight block, on top of its
     # pixel stream (Ethos-U55's per-block delay in Vela's estimate); 0: none.
     mac_fill_cycles: int = 0
+    # Cycles a MAC instruction's array takes to fill before its first result and to drain
+    # after its last pixel, once per instruction: a systolic array's skew, mac_rows +
+    # mac_cols (left out: -1, read through `array_drain_cycles`); 0 on an array of adder
+    # trees whose pipeline the next block hides (Ethos-U55: docs/targets.md).
+    mac_drain_cycles: int = -1
     # Input channels per slice of the array's rows (Ethos-U55's PartKernel traversal): a conv
     # with fewer input channels than rows may put a different kernel tap in each slice, so a
     # weight block holds mac_rows // slice taps of ceil(cin / slice) slices; 0: one tap a block.
@@ -110,6 +115,12 @@ class Hardware:
     @property
     def macs_per_cycle(self) -> int:
         return self.mac_rows * self.mac_cols
+
+    @property
+    def array_drain_cycles(self) -> int:
+        """A MAC instruction's fill and drain: mac_drain_cycles, or mac_rows + mac_cols (a
+        systolic array's skew) when the target leaves it out."""
+        return self.mac_rows + self.mac_cols if self.mac_drain_cycles < 0 else self.mac_drain_cycles
 
     @property
     def has_lut(self) -> bool:
@@ -216,6 +227,8 @@ class Target:
             for key in ("sram_bytes_per_cycle", "flash_bytes_per_cycle", "flash_burst_bytes"):
                 if not hw[key]:  # not limited / no flash: the key left out, as in the TOML
                     del hw[key]
+            if hw["mac_drain_cycles"] < 0:  # derived from the array's shape: left out too
+                del hw["mac_drain_cycles"]
             out["hardware"] = hw
         if self.ops:
             out["ops"] = self.ops

@@ -22,9 +22,10 @@ sram_bytes_per_cycle).
             an interleaving load (interleave = 1) writes rows of row_bytes x planes bytes
             on the SRAM side (`interleave_cycles`)
     MAC     mac_weight_load_cycles + (blocks - 1) * max(pixels', mac_weight_load_cycles)
-            + pixels' + blocks * mac_fill_cycles + mac_rows + mac_cols (the first block's
-            load, every block streaming while the next loads, the last with no load behind
-            it); a block is one rows x cols weight tile of one kernel tap (with
+            + pixels' + blocks * mac_fill_cycles + the array's fill and drain once
+            (mac_drain_cycles; left out, mac_rows + mac_cols) (the first block's load, every
+            block streaming while the next loads, the last with no load behind it); a block
+            is one rows x cols weight tile of one kernel tap (with
             mac_row_slice, of up to rows // slice taps of a narrow input: tap_blocks);
             pixels' = pixels, or ceil(pixels / mac_grouped_pixels_per_cycle) when several
             groups share a block (depthwise). SRAM bytes: the input once per column block,
@@ -280,8 +281,8 @@ def mac_cycles(
     """The first block's weights load; then every block streams `pixels` through the array
     while the next block's weights load (double-buffered): max(pixels, weight load) each,
     but the last, with no load behind it, only its pixels; every block's pipeline fill
-    (mac_fill_cycles); the array's fill and drain (rows + cols). Blocks shared by several
-    groups (depthwise) take mac_grouped_pixels_per_cycle pixels a cycle. At least the
+    (mac_fill_cycles); the array's fill and drain once (`Hardware.array_drain_cycles`).
+    Blocks shared by several groups (depthwise) take mac_grouped_pixels_per_cycle pixels a cycle. At least the
     scratchpad time of the bytes it reads and writes (mac_sram_bytes)."""
     blocks = mac_blocks(hw, groups, cin_g, cout_g) * taps
     if groups == 1:
@@ -291,7 +292,7 @@ def mac_cycles(
     if groups_per_block(hw, groups, cin_g, cout_g) > 1:
         streamed = ceil_div(pixels, hw.mac_grouped_pixels_per_cycle)
     stream = (blocks - 1) * max(streamed, load) + streamed + blocks * hw.mac_fill_cycles
-    compute = load + stream + hw.mac_rows + hw.mac_cols
+    compute = load + stream + hw.array_drain_cycles
     traffic = mac_sram_bytes(hw, groups, cin_g, cout_g, pixels, taps, accumulate, bias)
     return max(compute, _sram_cycles(hw, traffic))
 

@@ -178,7 +178,8 @@ def simulate(subgraph: vops.Subgraph, target, seed: int = 1):
 
 def u55_square_array():
     """u55-256 with the 16 x 16 MAC array (16-cycle weight load, no row slices, 2 depthwise
-    pixels a cycle) it had before issue 21's array geometry: the DMA-order cases computed by
+    pixels a cycle, 16 + 16 cycles of fill and drain) it had before issue 21's array
+    geometry and its mac_drain_cycles: the DMA-order cases computed by
     hand on it (test_store_order.py, test_weight_stream.py) keep their figures; every other
     u55-256 figure is the target's own."""
     import dataclasses
@@ -187,5 +188,5 @@ def u55_square_array():
 
     u55 = load_target("u55-256")
     square = {"mac_rows": 16, "mac_cols": 16, "mac_weight_load_cycles": 16, "mac_row_slice": 0,
-              "mac_grouped_pixels_per_cycle": 2}  # fmt: skip
+              "mac_grouped_pixels_per_cycle": 2, "mac_drain_cycles": -1}  # fmt: skip
     return dataclasses.replace(u55, hardware=dataclasses.replace(u55.hardware, **square))

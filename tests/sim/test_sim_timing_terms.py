@@ -316,3 +316,19 @@ def test_a_narrow_conv_puts_a_kernel_tap_in_each_row_slice():
     full = dataclasses.replace(conv, in_c=32)
     assert cycles(with_figures(**u55, mac_row_slice=8), full) == cycles(with_figures(**u55), full)
     assert cycles(with_figures(**u55), full) == 32 + 18 * 256 + 40
+
+
+def test_the_array_fill_and_drain_is_a_target_figure():
+    """An FC as U55-256 runs it (tinyconv's, 32 -> 4 channels, one pixel): one 32 x 8
+    block, its 32-cycle weight load, its pixel, 2 cycles of pipeline fill. A systolic array
+    adds rows + cols = 40 of skew once per instruction (vpuc's default); Ethos-U55's adder
+    trees add none (`mac_drain_cycles = 0`, u55-256): Vela's FC estimate is the same
+    32 + 2 a step (its `cycles_wb` and `delay`), and nothing after the last block but the
+    output unit's own cycles (the requant instruction)."""
+    u55 = {"mac_rows": 32, "mac_cols": 8, "mac_weight_load_cycles": 32, "mac_fill_cycles": 2}
+    fc = Conv(src=0, weights=8192, dst=16384, in_h=1, in_w=1, in_c=32, out_c=4)
+    assert cycles(with_figures(**u55), fc) == 32 + 1 + 2 + 40
+    assert cycles(with_figures(**u55, mac_drain_cycles=0), fc) == 32 + 1 + 2
+    assert cycles(with_figures(**u55, mac_drain_cycles=5), fc) == 32 + 1 + 2 + 5
+    # as shipped: the same 35 cycles of work after its 8 cycles of issue
+    assert cycles(load_target("u55-256-sram"), fc) == 8 + 35

@@ -31,7 +31,9 @@ from vpuc.compiler.lower.codegen.residency import Placement, aligned
 from vpuc.compiler.lower.codegen.tiling import Context, Events
 from vpuc.targets import Target
 
-PREFETCH_DEPTH = 2  # how many layers with events back a prefetch may run
+# How many layers with events back a prefetch may run: 4 reaches past stage-2's layers on
+# resnet8 at u55-256, where the flash port idles (docs/targets.md "Prefetching further back").
+PREFETCH_DEPTH = 4
 # Where a prefetched load goes among the events of the layer it runs during: after that
 # layer's first tile's loads (key -1 and earlier), before its second tile's (-0.5).
 PREFETCH_KEY = -0.875
