@@ -76,6 +76,8 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
         return sch
     names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
     for name in names:
+        sch = _deinterleave_strided_reads(sch, name)
+    for name in names:
         try:
             block = sch.get_sblock(name)
         except SCHEDULE_ERRORS:
@@ -101,6 +103,46 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
             continue
         sch = trial
     return sch
+
+
+def _deinterleave_strided_reads(sch: s_tir.Schedule, name: str) -> s_tir.Schedule:
+    """A strided conv reads its padded input at stride s along the axis it vectorises
+    (pad[.., s*x + r]): s scalar loads per vector. The padded copy is the kernel's own
+    buffer, so it is written de-interleaved instead, [.., w % s, w // s] (each phase
+    contiguous), and the conv's vector loads are contiguous again."""
+    block = sch.get_sblock(name)
+    stmt = sch.get(block)
+    kinds = [int(iv.iter_type) for iv in stmt.iter_vars]
+    live = [iv.var for iv, kind in zip(stmt.iter_vars, kinds) if kind == DATA_PAR and int(iv.dom.extent) > 1]
+    if COMM_REDUCE not in kinds or not live:
+        return sch
+    vec = live[-1]
+    for index, region in enumerate(stmt.reads):
+        if not region.region:
+            continue
+        coefficients = tvm.sym.detect_linear_equation(region.region[-1].min, [vec])
+        if len(coefficients) != 2 or not isinstance(coefficients[0], tirx.IntImm):
+            continue
+        stride = int(coefficients[0])
+        producers = [p for p in sch.get_producers(block) if sch.get(p).writes[0].source.same_as(region.source)]
+        if stride < 2 or len(producers) != 1 or int(region.source.shape[-1]) % stride:
+            continue
+
+        deinterleave = _deinterleaving(stride, len(region.source.shape))
+        trial = sch.copy()
+        try:
+            trial.transform_layout(trial.get_sblock(name), ("read", index), deinterleave)
+            producer = trial.get_sblock(sch.get(producers[0]).name_hint)
+            trial.transform_block_layout(producer, deinterleave)
+        except SCHEDULE_ERRORS:
+            continue
+        return trial
+    return sch
+
+
+def _deinterleaving(stride: int, ndim: int) -> tirx.IndexMap:
+    """[.., w] -> [.., w % stride, w // stride]"""
+    return tirx.IndexMap.from_func(lambda *axes: [*axes[:-1], axes[-1] % stride, axes[-1] // stride], ndim=ndim)
 
 
 def _extent(sch: s_tir.Schedule, loop) -> int:
