@@ -8,22 +8,27 @@ stored inputs). For each:
              `vpuc compile --db DB_ROOT/<model>` (skipped with --no-tune; with
              --reuse-db the databases already there are used and nothing is tuned)
 
-and onnxruntime (CPU provider, full graph optimisation) on the same inputs. Both run with
-the same number of threads: the host target's num-cores (TVM_NUM_THREADS and
-intra_op_num_threads). Latency is the median of REPEATS calls (>= 20) after WARMUP calls,
-of `Executable.run` (what `vpuc run` calls; without the per-op timing callbacks behind
-`vpuc run`'s host-op table, `time_host_ops=False`) and of `InferenceSession.run`, the three
-timed in alternation (one call of each per repeat) so a change of the shared machine's load
-hits them alike. The figure is latency_ratio = ours / onnxruntime (lower is better; 1.0 =
-parity); tuned_over_untuned = tuned / untuned latency. Goals (issues 14, 26): untuned <= 3x
-on every model; tuned <= 1.25x, and never slower than untuned. Compile time is the wall
-time of compile_model without and with the database; `tune` is what `vpuc tune --json`
-reported (trials, records stored, seconds).
+and onnxruntime (CPU provider, full graph optimisation) on the same inputs, twice: with
+the host target's num-cores as intra_op_num_threads (TVM_NUM_THREADS is the same), and with
+one thread. vpuc runs a kernel in parallel only from PARALLEL_MIN_MACS (compiler/host/
+defaults.py), which no zoo kernel reaches: on the zoo it computes on one core, so the
+one-thread session is the like-for-like comparison and the num-cores one is what a user of
+onnxruntime's defaults gets. Latency is the median of REPEATS calls (>= 20) after WARMUP
+calls, of `Executable.run` (what `vpuc run` calls; without the per-op timing callbacks
+behind `vpuc run`'s host-op table, `time_host_ops=False`) and of `InferenceSession.run`,
+all timed in alternation (one call of each per repeat) so a change of the shared machine's
+load hits them alike. The figure is latency_ratio = ours / onnxruntime with num-cores
+threads (lower is better; 1.0 = parity), latency_ratio_untuned_1thread = untuned /
+onnxruntime with one thread; tuned_over_untuned = tuned / untuned latency. Goals (issues
+14, 26): untuned <= 3x on every model; tuned <= 1.25x, and never slower than untuned.
+Compile time is the wall time of compile_model without and with the database; `tune` is
+what `vpuc tune --json` reported (trials, records stored, seconds).
 
     python bench/cpu_vs_ort.py [--tune-minutes 10] [--models a,b] [--no-tune] [--reuse-db]
 writes bench/out/cpu_vs_ort.json: {"tune_minutes", "threads", "models": {name: {
     "latency_ratio_untuned", "latency_ratio_tuned", "tuned_over_untuned", "untuned_ms",
-    "tuned_ms", "ort_ms", "compile_s_untuned", "compile_s_tuned", "tuned_tasks", "tasks",
+    "tuned_ms", "ort_ms", "ort_1thread_ms", "latency_ratio_untuned_1thread",
+    "compile_s_untuned", "compile_s_tuned", "tuned_tasks", "tasks",
     "tune_s", "tune"}}}
 """
 
@@ -105,9 +110,13 @@ def tune(model: onnx.ModelProto, inputs: dict[str, np.ndarray], db: Path, args) 
 
 def measure(name: str, args) -> dict:
     model, inputs = load(name)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = THREADS
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    sessions = {}
+    for kind, threads in (("ort", THREADS), ("ort_1thread", 1)):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        sessions[kind] = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
     untuned, compile_untuned = timed_compile(model, inputs, None)
     row = {
         "compile_s_untuned": compile_untuned,
@@ -122,7 +131,7 @@ def measure(name: str, args) -> dict:
         tuned, row["compile_s_tuned"] = timed_compile(model, inputs, db)
         row["tuned_tasks"] = tuned.report["host_build"]["tuned_tasks"]
         runs["tuned"] = Executable(tuned, time_host_ops=False)
-    calls = {"ort": lambda: session.run(None, inputs)}
+    calls = {kind: (lambda s=session: s.run(None, inputs)) for kind, session in sessions.items()}
     calls.update({kind: (lambda e=executable: e.run(inputs)) for kind, executable in runs.items()})
     seconds = interleaved_medians(calls, args.repeats)
     for kind in runs:
@@ -131,6 +140,8 @@ def measure(name: str, args) -> dict:
     if "tuned" in seconds:
         row["tuned_over_untuned"] = seconds["tuned"] / seconds["untuned"]
     row["ort_ms"] = seconds["ort"] * 1e3
+    row["ort_1thread_ms"] = seconds["ort_1thread"] * 1e3
+    row["latency_ratio_untuned_1thread"] = seconds["untuned"] / seconds["ort_1thread"]
     return row
 
 
@@ -174,14 +185,16 @@ def main() -> int:
 def print_table(figures: dict) -> None:
     minutes = figures["tune_minutes"]
     budget = "not tuned" if minutes is None else f"{minutes:g} min tuning per model"
-    table = Table(title=f"CPU path vs onnxruntime ({figures['threads']} threads, median latency, {budget})")
-    columns = ("model", "ort (ms)", "untuned (ms)", "ratio", "tuned (ms)", "ratio", "tuned/untuned",
-               "tuned tasks", "compile (s)", "with db (s)")  # fmt: skip
+    title = f"CPU path vs onnxruntime ({figures['threads']} threads and 1; median latency, {budget})"
+    table = Table(title=title)
+    columns = ("model", "ort (ms)", "untuned (ms)", "ratio", "ort 1 thread", "ratio", "tuned (ms)", "ratio",
+               "tuned/untuned", "tuned tasks", "compile (s)", "with db (s)")  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right")
     for name, row in figures["models"].items():
         tuned = "tuned_ms" in row
-        cells = [f"{row['ort_ms']:.3f}", f"{row['untuned_ms']:.3f}", f"{row['latency_ratio_untuned']:.2f}x"]
+        cells = [f"{row['ort_ms']:.3f}", f"{row['untuned_ms']:.3f}", f"{row['latency_ratio_untuned']:.2f}x",
+                 f"{row['ort_1thread_ms']:.3f}", f"{row['latency_ratio_untuned_1thread']:.2f}x"]  # fmt: skip
         if tuned:
             tasks = f"{row['tuned_tasks']}/{row['tasks']}"
             cells += [f"{row['tuned_ms']:.3f}", f"{row['latency_ratio_tuned']:.2f}x",

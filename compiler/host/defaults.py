@@ -12,12 +12,16 @@ docs/tuning.md). So each top-level block of a kernel gets one fixed, legal sched
         vec  the innermost spatial axis (contiguous in the output), split by the vector
              width of the target's CPU (8 float32 lanes with AVX2)
         reg  the spatial axis that indexes the fewest inputs (a conv's output channel,
-             a matmul's row), split by up to 8 (16 with AVX-512's 32 vector registers):
-             reg x vec accumulators stay in registers
+             a matmul's row) split by f, and v vectors of the output (along vec, or along
+             the next axis out, a conv's output row, when vec holds one vector): f x v
+             accumulators in registers, the tile with most FMAs per load that fits the
+             vector registers (4 x 2 with AVX2's 16; _register_tile)
              (cache_write "local" at the tile, written back with the elementwise epilogue
              inlined: bias, relu, ... cost no extra pass over memory)
     spatial block (elementwise, pad, transpose, ...):
         innermost loop vectorised when its extent allows, outer loops fused and parallel
+    a strided conv's padded input (the kernel's own buffer) is written de-interleaved,
+        [.., w % s, w // s], so the conv's vector loads along w are contiguous
 
 Loops run in parallel only where the work amortises a thread-pool launch (see
 PARALLEL_MIN_MACS for what was measured). Every step is a
@@ -33,10 +37,11 @@ from dataclasses import dataclass
 import tvm
 from tvm import s_tir, tirx
 
-# Register tile: reg accumulators of one vector each, plus the loads they share, must fit
-# the vector registers: 16 with AVX2 (tile 8), 32 with AVX-512 (tile 16).
-REG_TILE_MAX = 8
-REG_TILE_MAX_WIDE = 16  # with 512-bit vectors (AVX-512: 32 registers)
+# Register tile: f x v accumulators of one vector each (f rows of the register axis, v
+# vectors of the output), the v vector loads and the one broadcast they share must fit the
+# vector registers: 16 with AVX2, 32 with AVX-512.
+VECTOR_REGISTERS = 16
+VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
 # Parallel loops only for big kernels. Measured on the shared 2-core machine: resnet_mini
 # 0.60 ms single-threaded, 7.2 ms with its 3x3 convs over 2 threads (TVM's thread pool
@@ -60,8 +65,13 @@ class ScheduleOptions:
     num_cores: int
 
     @property
+    def vector_registers(self) -> int:
+        return VECTOR_REGISTERS_WIDE if self.vector_lanes >= WIDE_VECTOR_LANES else VECTOR_REGISTERS
+
+    @property
     def reg_tile_max(self) -> int:
-        return REG_TILE_MAX_WIDE if self.vector_lanes >= WIDE_VECTOR_LANES else REG_TILE_MAX
+        """Accumulators of a tile along one axis (a GEMV's)."""
+        return self.vector_registers // 2
 
 
 def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.PrimFunc:
@@ -75,6 +85,8 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
     if NO_VECTOR_INTRINSICS.search(func.script()):
         return sch
     names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    for name in names:
+        sch = _deinterleave_strided_reads(sch, name)
     for name in names:
         try:
             block = sch.get_sblock(name)
@@ -103,6 +115,52 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
     return sch
 
 
+def _deinterleave_strided_reads(sch: s_tir.Schedule, name: str) -> s_tir.Schedule:
+    """A strided conv reads its padded input at stride s along the axis it vectorises
+    (pad[.., s*x + r]): s scalar loads per vector. The padded copy is the kernel's own
+    buffer, so it is written de-interleaved instead, [.., w % s, w // s] (each phase
+    contiguous), and the conv's vector loads are contiguous again."""
+    block = sch.get_sblock(name)
+    stmt = sch.get(block)
+    kinds = [int(iv.iter_type) for iv in stmt.iter_vars]
+    live = [iv.var for iv in stmt.iter_vars if int(iv.iter_type) == DATA_PAR and int(iv.dom.extent) > 1]
+    if COMM_REDUCE not in kinds or not live:
+        return sch
+    vec = live[-1]
+    for index, region in enumerate(stmt.reads):
+        if not region.region:
+            continue
+        coefficients = tvm.sym.detect_linear_equation(region.region[-1].min, [vec])
+        if len(coefficients) != 2 or not isinstance(coefficients[0], tirx.IntImm):
+            continue
+        stride = int(coefficients[0])
+        producers = [
+            p for p in sch.get_producers(block) if sch.get(p).writes[0].source.same_as(region.source)
+        ]
+        if stride < 2 or len(producers) != 1 or int(region.source.shape[-1]) % stride:
+            continue
+
+        deinterleave = _deinterleaving(stride, region.source.shape)
+        trial = sch.copy()
+        try:
+            trial.transform_layout(trial.get_sblock(name), ("read", index), deinterleave)
+            producer = trial.get_sblock(sch.get(producers[0]).name_hint)
+            trial.transform_block_layout(producer, deinterleave)
+        except SCHEDULE_ERRORS:
+            continue
+        return trial
+    return sch
+
+
+def _deinterleaving(stride: int, shape) -> tirx.IndexMap:
+    """[.., w] -> [.., w % stride, w // stride], in the buffer's index type"""
+    return tirx.IndexMap.from_func(
+        lambda *axes: [*axes[:-1], axes[-1] % stride, axes[-1] // stride],
+        ndim=len(shape),
+        index_dtype=str(shape[-1].ty),
+    )
+
+
 def _extent(sch: s_tir.Schedule, loop) -> int:
     return int(sch.get(loop).extent)
 
@@ -122,23 +180,21 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
     live = [i for i in spatial if extents[i] > 1]
     vec_axis = live[-1] if live else None
     reg_axis = _register_axis(sch, block, [i for i in live if i != vec_axis], vec_axis)
+    lanes = _largest_divisor(extents[vec_axis], options.vector_lanes) if vec_axis is not None else 1
+    row_axis = next((i for i in reversed(live) if i not in (vec_axis, reg_axis)), None)
+    tile = _register_tile(extents, vec_axis, lanes, reg_axis, row_axis, options)
 
     outer, inner_reg, inner_vec = [], [], []
     for i in spatial:
         if i == vec_axis:
-            factor = _largest_divisor(extents[i], options.vector_lanes)
-            # No other axis to tile (a GEMV): several vectors of this one share each load
-            # of the other input and use whole cache lines of the weights.
-            reg = _largest_divisor(extents[i] // factor, options.reg_tile_max) if reg_axis is None else 1
-            vo, vr, vi = sch.split(loops[i], [None, reg, factor])
+            vo, vr, vi = sch.split(loops[i], [None, tile[i], lanes])
             outer.append(vo)
             inner_reg.append(vr)
             inner_vec.append(vi)
-        elif i == reg_axis:
-            factor = _largest_divisor(extents[i], options.reg_tile_max)
-            ro, ri = sch.split(loops[i], [None, factor])
+        elif i in tile:
+            ro, ri = sch.split(loops[i], [None, tile[i]])
             outer.append(ro)
-            inner_reg.append(ri)
+            inner_reg.insert(0, ri)  # rows outside the vectors: the tile's loads run in order
         else:
             outer.append(loops[i])
     sch.reorder(*outer, *reduce, *inner_reg, *inner_vec)
@@ -159,6 +215,41 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
     if reduce:  # last: vectorize and parallel need the block with its init
         init = sch.decompose_reduction(block, reduce[0])
         _vectorize_innermost(sch, init, options)
+
+
+def _register_tile(
+    extents: list[int], vec_axis, lanes: int, reg_axis, row_axis, options: ScheduleOptions
+) -> dict[int, int]:
+    """Per tiled axis, its tile: f along the register axis (each of its rows one broadcast
+    load), v vectors along the vector axis, or along the row axis (a conv's output row)
+    when the vector axis holds one vector (each one vector load). Each step of the
+    reductions then does f*v FMAs for f + v loads, and the tile chosen does most FMAs per
+    load with f*v accumulators + v loads + 1 broadcast in the vector registers: 4 x 2 with
+    AVX2's 16 (8 x 1 spent 9 loads on 8 FMAs: resnet_mini's 3x3 convs 20-40% slower alone,
+    4 x 4 spills), 6 x 4 with AVX-512's 32."""
+    if vec_axis is None:
+        return {}
+    vectors = extents[vec_axis] // lanes
+    if reg_axis is None:  # a GEMV: several vectors of its one axis share each load of the other input
+        return {vec_axis: _largest_divisor(vectors, options.reg_tile_max)}
+    registers = options.vector_registers
+    rows = extents[row_axis] if row_axis is not None and vectors == 1 else 1
+    best = (0.0, 0, 0, 1, 1, 1)
+    for f in _divisors(extents[reg_axis]):
+        for v in _divisors(vectors):
+            for r in _divisors(rows):
+                n = v * r
+                if f * n + n + 1 <= registers:
+                    best = max(best, (f * n / (f + n), f * n, f, f, v, r))
+    _, _, _, f, v, r = best
+    tile = {reg_axis: f, vec_axis: v}
+    if r > 1:
+        tile[row_axis] = r
+    return tile
+
+
+def _divisors(extent: int) -> list[int]:
+    return [d for d in range(1, extent + 1) if extent % d == 0]
 
 
 def _register_axis(sch: s_tir.Schedule, block, candidates: list[int], vec_axis: int | None) -> int | None:

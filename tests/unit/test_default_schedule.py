@@ -68,10 +68,12 @@ def _unrolled_extents(func) -> list[int]:
     return [int(n) for n in re.findall(r"T\.unroll\((\d+)\)", func.script())]
 
 
-@pytest.mark.parametrize(("lanes", "tile"), [(8, 8), (16, 16)])
-def test_the_register_tile_fills_the_vector_registers(lanes, tile):
-    """A matmul's row tile (its register tile, unrolled) is 8 rows with AVX2's 16 vector
-    registers and 16 with AVX-512's 32; the scheduled kernel still computes A @ B."""
+@pytest.mark.parametrize(("lanes", "rows", "vectors"), [(8, 4, 2), (16, 4, 4)])
+def test_the_register_tile_fills_the_vector_registers(lanes, rows, vectors):
+    """A matmul's register tile is rows x vectors accumulators (rows of A, each one broadcast
+    load; vectors of C's row, each one vector load), the most FMAs per load whose
+    accumulators and loads fit the vector registers: 4 x 2 of AVX2's 16, 4 x 4 of
+    AVX-512's 32 (6 x 4 needs a row count 6 divides); the scheduled kernel still computes A @ B."""
     from vpuc.compiler.host.defaults import ScheduleOptions, default_schedule
 
     a = te.placeholder((32, 24), name="A")
@@ -79,7 +81,7 @@ def test_the_register_tile_fills_the_vector_registers(lanes, tile):
     k = te.reduce_axis((0, 24), name="k")
     c = te.compute((32, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
     func = default_schedule(te.create_prim_func([a, b, c]), ScheduleOptions(vector_lanes=lanes, num_cores=1))
-    assert max(_unrolled_extents(func)) == tile
+    assert _unrolled_extents(func) == [rows, vectors] * 2  # the init and the update
     lib = tvm.tirx.build(func.with_attr("global_symbol", "main"), target="llvm")
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((32, 24), np.float32), rng.standard_normal((24, 64), np.float32)
