@@ -27,8 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import transfer
-from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen import prefetch, transfer
 from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, conv_limits, row_pieces
 from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
@@ -267,13 +266,17 @@ def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -
     layer's position (ctx.index names its buffers and blob: the same events under other
     names; ctx.key_base shifts every event key alike, quarter steps exact in a float), its
     tensors' names (they find input waits on the clock, which the search starts empty),
-    where its views sit in their storage (addresses, which no cost reads) and the prefetch
-    rooms and roles (they set when a buffer may start being live, not its bytes)."""
+    where its views sit in their storage (addresses, which no cost reads). The prefetch
+    rooms, roles and cover are in it, by distance back: they set from which layer the
+    weights may load and how much of that load the ranking sees (prefetch.ranked_cycles)."""
     target, requant = ctx.target, op.requant
+    rooms = tuple((ctx.index - t, room) for t, room in ctx.prefetch_rooms)
+    cover = tuple((ctx.index - t, cycles) for t, cycles in ctx.prefetch_cover)
     return (
         type(op), shape, x_dram, y_dram, _placed(ctx.view(op.inputs[0])), _placed(ctx.view(op.output)),
         target.name, target.hardware, target.numerics, conv_limits(target), ctx.budget,
         op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp),
+        rooms, cover, ctx.prefetch_roles,
     )  # fmt: skip
 
 
@@ -306,7 +309,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
             busy[same_work] = _busy_bound(events)
             if fastest is not None and busy[same_work] > fastest * (1 + TRAFFIC_SLACK):
                 continue  # outside the slack of the fastest so far however its events overlap
-            cycles = events.estimate(Clock())
+            cycles = prefetch.ranked_cycles(events, buffers["w"], ctx)
             fastest = cycles if fastest is None else min(fastest, cycles)
             scored.append((cycles, plan.dram_read_bytes + plan.dram_write_bytes, choice))
         if scored:
