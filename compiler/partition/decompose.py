@@ -10,7 +10,9 @@ ops it has, where that is exact or near (Vela does the same: Mean becomes a dept
            non-overlapping windows (kernel = stride within the stride limit), the last
            covering what is left; between stages the tensor keeps x's int8 parameters
            (in a QDQ module only where that rounding stays within half a step of the
-           mean's own quantisation: the model's QDQ answer stays within 1 LSB)
+           mean's own quantisation: the model's QDQ answer stays within 1 LSB); where
+           no stages tile the window or their rounding is too coarse, one conv, its
+           kernel rows and columns as sub-kernels (exact up to the requantisation)
     avg_pool2d(x) past the target's pool window or padding limits, no padding or padding
     counted (count_include_pad), no ceil_mode or dilation
         -> depthwise conv2d(x, 1/(kh*kw), the pool's strides and padding)  exact   conv2d
@@ -20,7 +22,8 @@ the requantisation is the mean's own: exact up to the rounding of the requantisa
 for one stage; each extra stage adds one rounding at x's scale (near): up to half of x's
 step each, which can be many steps of the mean's finer output scale (a fuzzer finding:
 GlobalAveragePool over 2x8 on vpu came out 6 LSB low), so a QDQ module gets stages only when
-(stages - 1) * scale(x) <= scale(mean), and otherwise keeps the mean on the CPU. A float module gets
+(stages - 1) * scale(x) <= scale(mean), and otherwise one conv with sub-kernels (the mean's
+own rounding; before kernel columns could be split the mean stayed on the CPU). A float module gets
 float weights 1/(kh*kw), which the quantiser quantises like any conv's.
 
     x * a + b per channel (a BatchNorm bn_fold could not fold)
@@ -255,33 +258,29 @@ class _Decomposer(PyExprMutator):
         stride_max = int(limits.get("stride", [1, 3])[1])
         height, width = shape[axes[0]], shape[axes[1]]
         plan_h, plan_w = stages(height, kernel_max, stride_max), stages(width, kernel_max, stride_max)
-        # one conv over the whole window, its kernel rows as sub-kernels accumulated in int32
-        # (kernel_split.py): the mean's own single rounding, where staging would add more
+        qdq = self._input_params(call.args[0])
+        coarse = self._stages_too_coarse(var, height, width, plan_h, plan_w, qdq)
+        # one conv over the whole window, its kernel as sub-kernels accumulated in int32
+        # (kernel_split.py): the mean's own single rounding. Taken where the kernel rows alone
+        # are split (W within the limit), and where stages do not tile the window or their
+        # rounding is too coarse; elsewhere the stages stay (fewer instructions).
         window = (height, width)
         split, _ = split_reason(window, (0, 0, 0, 0), (1, 1), (1, 1), window, (1, 1), self.target)
-        if split is not None:
+        tiled = plan_h is not None and plan_w is not None
+        one_conv = split is not None and (width <= kernel_max or not tiled or coarse is not None)
+        if one_conv:
             plan_h, plan_w = [height], [width]
-        if plan_h is None or plan_w is None:
+        elif not tiled:
             self._note(
                 var,
                 f"no decomposition: a mean over {height}x{width} needs windows that the conv limits "
                 f"(kernel <= {kernel_max}, stride <= {stride_max}) cannot tile",
             )
             return None
+        elif coarse is not None:
+            self._note(var, coarse)
+            return None
         count = max(len(plan_h), len(plan_w))
-        qdq = self._input_params(call.args[0])
-        if qdq is not None and count > 1:
-            step_in = float(compat.constant_array(qdq[0]))
-            step_out = self.quantized_to.get(var)
-            if step_out is None or (count - 1) * step_in > step_out:
-                out = "an output in float" if step_out is None else f"the mean's step {step_out:.3g}"
-                self._note(
-                    var,
-                    f"no decomposition: a mean over {height}x{width} needs {count} conv stages, whose "
-                    f"rounding at the input's step {step_in:.3g} is coarser than {out} "
-                    "(more than 1 LSB from the model's QDQ answer)",
-                )
-                return None
         plan_h, plan_w = [1] * (count - len(plan_h)) + plan_h, [1] * (count - len(plan_w)) + plan_w
         nhwc = axes == NHWC_SPATIAL
         channels = shape[3] if nhwc else shape[1]
@@ -310,10 +309,27 @@ class _Decomposer(PyExprMutator):
         steps = " -> ".join(f"{kh}x{kw}" for kh, kw in zip(plan_h, plan_w, strict=True))
         rounding = f"near: {count - 1} intermediate rounding(s)"
         how = "exact up to the requantisation" if count == 1 else rounding
-        if split is not None:
-            how = f"{how}; one conv, its kernel rows as sub-kernels accumulated in int32"
+        if one_conv:
+            how = f"{how}; one conv, its kernel as sub-kernels accumulated in int32"
         self._note(var, f"mean over {height}x{width} as depthwise conv {steps} with weights 1/window ({how})")
         return current
+
+    def _stages_too_coarse(self, var, height, width, plan_h, plan_w, qdq) -> str | None:
+        """Why the stages' roundings at the input's step are too coarse for a QDQ module (more
+        than 1 LSB from its answer), or None."""
+        count = max(len(plan_h or [1]), len(plan_w or [1]))
+        if qdq is None or count == 1:
+            return None
+        step_in = float(compat.constant_array(qdq[0]))
+        step_out = self.quantized_to.get(var)
+        if step_out is not None and (count - 1) * step_in <= step_out:
+            return None
+        out = "an output in float" if step_out is None else f"the mean's step {step_out:.3g}"
+        return (
+            f"no decomposition: a mean over {height}x{width} needs {count} conv stages, whose "
+            f"rounding at the input's step {step_in:.3g} is coarser than {out} "
+            "(more than 1 LSB from the model's QDQ answer)"
+        )
 
     def _pool_as_conv(self, var, call: relax.Call) -> relax.Expr | None:
         """An average pool past the VPU's pool window or padding limits as one

@@ -1,13 +1,21 @@
-"""Sub-kernels of kernel rows (compiler/lower/codegen/kernel_split.py): the sum of the
-pieces, each applied only to the output rows it lists with its own padding, equals the
-whole conv along H (a numpy conv, written here), and every piece is within the limits."""
+"""Sub-kernels of kernel rows and columns (compiler/lower/codegen/kernel_split.py): the sum
+of the pieces, each applied only to the output rows it lists with its own padding (a column
+piece: to every output column, over the input cropped to the columns it reads), equals the
+whole conv along H or W (a numpy conv, written here), and every piece is within the limits."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, row_pieces
+from vpuc.compiler.lower.codegen.kernel_split import (
+    ConvGeometry,
+    Piece,
+    column_pieces,
+    column_window,
+    conv_pieces,
+    row_pieces,
+)
 from vpuc.compiler.lower.codegen.tiling import halo
 
 
@@ -54,3 +62,55 @@ def test_the_pieces_sum_to_the_conv_within_the_limits(seed):
             assert k1 - k0 <= kernel_max and top <= pad_max and bottom <= pad_max and i1 > i0
         total[o0:o1] += _conv_rows(x, w[k0:k1], stride, dilation, before - k0 * dilation, out)[o0:o1]
     np.testing.assert_array_equal(total, _conv_rows(x, w, stride, dilation, before, out))
+
+
+def _conv_cols(x, w, stride, dilation, g, cols):
+    """One column piece as the conv instruction runs it: the input cropped to the columns
+    column_window gives, its own left and right padding, every output column."""
+    first, count, left, right = column_window(g, cols)
+    crop = x[first : first + count]
+    out = (count + left + right - (cols[1] - cols[0] - 1) * dilation - 1) // stride + 1
+    assert out == g.out  # a conv instruction writes whole output rows
+    return _conv_rows(crop, w[cols[0] : cols[1]], stride, dilation, left, out)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_column_pieces_sum_to_the_conv_within_the_limits(seed):
+    rng = np.random.default_rng(seed)
+    kernel, stride, dilation = int(rng.integers(1, 30)), int(rng.integers(1, 4)), int(rng.integers(1, 3))
+    size = int(rng.integers(1, 60))
+    before, after = int(rng.integers(0, 12)), int(rng.integers(0, 12))
+    out = (size + before + after - (kernel - 1) * dilation - 1) // stride + 1
+    if out < 1:
+        return
+    kernel_max, pad_max = int(rng.integers(1, 9)), int(rng.integers(0, 4))
+    x, w = rng.integers(-128, 128, size), rng.integers(-127, 128, kernel)
+    want = _conv_rows(x, w, stride, dilation, before, out)
+    g = ConvGeometry(size, out, kernel, stride, dilation, before)
+    pieces = column_pieces(g, kernel_max, pad_max)
+    if pieces is None:  # staged: the padded row, read with no horizontal padding
+        assert column_window(g, (0, 1))[2] > pad_max or column_window(g, (kernel - 1, kernel))[3] > pad_max
+        x = np.concatenate([np.zeros(before, x.dtype), x, np.zeros(after, x.dtype)])
+        g = ConvGeometry(size + before + after, out, kernel, stride, dilation, 0)
+        pieces = column_pieces(g, kernel_max, 0)
+    total = np.zeros(out, np.int64)
+    for cols in pieces:
+        _, count, left, right = column_window(g, cols)
+        assert cols[1] - cols[0] <= kernel_max and left <= pad_max and right <= pad_max and count >= 1
+        total += _conv_cols(x, w, stride, dilation, g, cols)
+    np.testing.assert_array_equal(total, want)
+
+
+def test_a_1x9_kernel_with_4_columns_of_padding_as_computed_by_hand():
+    """14 columns, 1x9 kernel, padding 4 each side, limits 7/3: 7 + 2 columns; the first
+    piece reads from column -4 (4 of padding, past 3): the input is staged, padded to 22
+    columns, and the pieces read columns 0.. and 7.. of it with no padding."""
+    args = ((1, 9), (0, 4, 0, 4), (1, 1), (1, 1), (1, 14), (1, 14))
+    split = conv_pieces(*args, 7, 3)
+    assert split.staged and [p.cols for p in split.pieces] == [(0, 7), (7, 9)]
+    g = ConvGeometry(22, 14, 9, 1, 1, 0)
+    assert [column_window(g, c) for c in [(0, 7), (7, 9)]] == [(0, 20, 0, 0), (7, 15, 0, 0)]
+    # within the padding limit of 7 (u55-256), 8 + 1 columns read the input itself
+    split = conv_pieces(*args, 8, 7)
+    assert not split.staged and [p.cols for p in split.pieces] == [(0, 8), (8, 9)]
+    assert column_window(ConvGeometry(14, 14, 9, 1, 1, 4), (8, 9)) == (4, 10, 0, 4)

@@ -1,20 +1,31 @@
-"""Convs past the conv instruction's kernel and padding limits, as sub-kernels of kernel
-rows accumulated in int32 (tile_mac.py emits them; the partitioner asks `row_pieces` whether
-a conv can be covered, so the question has one answerer).
+"""Convs past the conv instruction's kernel and padding limits, as sub-kernels accumulated
+in int32 (tile_mac.py emits them; the partitioner asks `split_reason`, which asks
+`conv_pieces`, as tile_mac.pieces_of does, so the question has one answerer).
 
-    conv(x, W[kh x kw], pad top/bottom)  =  sum over pieces p of conv(x, W[rows of p], ...)
+    conv(x, W[kh x kw], pads)  =  sum over pieces p of conv(x, W[rows, columns of p], ...)
 
-Every piece reads the same input with the kernel rows [k0, k1): its top padding is the
-conv's less k0 * dilation. The first piece (the cover) takes every output row within the
-padding limit and writes the accumulators (with the bias); the others add onto them, each
-only over the output rows whose window reaches the input (the rows it skips would read
-padding alone: (x - zp) * w = 0 there), so their padding stays within the limit too. The
-sum is the conv's exactly: int32 accumulation, one requantisation at the end.
+Kernel rows. Every piece reads the same input with the kernel rows [k0, k1): its top
+padding is the conv's less k0 * dilation. The first piece (the cover) takes every output
+row within the padding limit and writes the accumulators (with the bias); the others add
+onto them, each only over the output rows whose window reaches the input (the rows it skips
+would read padding alone: (x - zp) * w = 0 there), so their padding stays within the limit
+too.
 
-Not covered (the op stays on the CPU, with the reason): kernel width or left/right padding
-past the limits (a conv instruction reads whole input rows and writes whole output rows,
-so columns cannot be cropped), and a conv whose outputs near an edge read so much padding
-that no piece within the limits covers them.
+Kernel columns. A conv instruction writes whole output rows (its accumulators have no row
+stride), so every column piece [c0, c1) covers every output column: it reads the input
+from column c0 * dilation - left on, cropped to the columns its windows reach (`src` moved
+right, `in_w` narrowed, `src_row_stride` the input's row: docs/isa.md), its left and right
+padding what the first and last output's windows read outside the input. Pieces are
+consecutive runs of at most the kernel limit; kernel columns that read only padding for
+every output are left out. Where the left or right padding is past the limit (the first or
+last piece would need it), the input band is staged into a tile whose rows hold that
+padding (the zero point, written by the DMA's or vector unit's copy and a fill:
+tile_im2col.PaddedBand) and the pieces read the tile with no horizontal padding.
+
+The sum is the conv's exactly: int32 accumulation, one requantisation at the end; row and
+column pieces combine (every row piece times every column piece). Not covered (the op stays
+on the CPU, with the reason): a conv whose outputs near the top or bottom edge read so much
+padding that no row piece within the limits covers them.
 """
 
 from __future__ import annotations
@@ -26,10 +37,12 @@ from vpuc.compiler.lower.codegen.tiling import halo
 
 @dataclass(frozen=True)
 class Piece:
-    """Kernel rows [k0, k1), applied to output rows [o0, o1)."""
+    """Kernel rows [k0, k1), applied to output rows [o0, o1); kernel columns `cols` (None:
+    all of them, the conv's own horizontal geometry)."""
 
     rows: tuple[int, int]
     out: tuple[int, int]
+    cols: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +122,63 @@ def _edge_pieces(g: ConvGeometry, start: int, end: int, kernel_max: int, pad_max
     return pieces
 
 
+def column_window(g: ConvGeometry, cols: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(first input column, input columns, pad left, pad right) that every output column
+    reads through kernel columns `cols` (input columns <= 0: only padding)."""
+    c0, c1 = cols
+    start = -g.pad_before + c0 * g.dilation
+    end = (g.out - 1) * g.stride - g.pad_before + (c1 - 1) * g.dilation  # the last one read
+    first, last = max(0, start), min(g.size - 1, end)
+    return first, last - first + 1, first - start, end - last
+
+
+def column_pieces(g: ConvGeometry, kernel_max: int, pad_max: int) -> list[tuple[int, int]] | None:
+    """Kernel column runs of at most `kernel_max`, each within the padding limit; None if the
+    left or right padding is past it (then the input is staged, padded: `conv_pieces`)."""
+    useful = [k for k in range(g.kernel) if column_window(g, (k, k + 1))[1] >= 1]
+    if not useful:
+        return None
+    pieces = [(k, min(k + kernel_max, useful[-1] + 1)) for k in range(useful[0], useful[-1] + 1, kernel_max)]
+    for cols in pieces:
+        _, count, left, right = column_window(g, cols)
+        if count < 1 or left > pad_max or right > pad_max:
+            return None
+    return pieces
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a conv runs within the limits: its pieces (the cover first) and whether its input
+    is staged into a tile holding the left and right padding (then the column pieces are of
+    the staged geometry: no horizontal padding)."""
+
+    pieces: list[Piece]
+    staged: bool
+
+
+def conv_pieces(
+    kernel, padding, strides, dilation, in_hw, out_hw, kernel_max: int, pad_max: int
+) -> Split | None:
+    """The pieces of a conv (kernel (kh, kw), padding (top, left, bottom, right)) within the
+    limits, or None if none cover it; one piece, the whole kernel, when it is within them."""
+    (kh, kw), (top, left, _, right) = kernel, padding
+    height = ConvGeometry(in_hw[0], out_hw[0], kh, strides[0], dilation[0], top)
+    rows = row_pieces(height, kernel_max, pad_max)
+    if rows is None:
+        return None
+    if kw <= kernel_max and max(left, right) <= pad_max:
+        return Split(rows, False)
+    width = ConvGeometry(in_hw[1], out_hw[1], kw, strides[1], dilation[1], left)
+    cols, staged = column_pieces(width, kernel_max, pad_max), False
+    if cols is None:  # the staged tile: the padded row, no horizontal padding
+        padded = in_hw[1] + left + right
+        cols = column_pieces(ConvGeometry(padded, out_hw[1], kw, strides[1], dilation[1], 0), kernel_max, 0)
+        staged = True
+        if cols is None:
+            return None
+    return Split([Piece(r.rows, r.out, c) for r in rows for c in cols], staged)
+
+
 def conv_limits(target) -> tuple[int, int]:
     """(largest kernel, largest padding) of the target's conv instruction."""
     limits = target.op_limits("conv2d")
@@ -118,24 +188,27 @@ def conv_limits(target) -> tuple[int, int]:
 def split_reason(kernel, padding, strides, dilation, in_hw, out_hw, target) -> tuple[str | None, str | None]:
     """(how the conv is decomposed or None when it needs no decomposition, why not or None)."""
     kernel_max, pad_max = conv_limits(target)
-    (kh, kw), (top, left, _, right) = kernel, padding
+    (kh, kw) = kernel
     if kh <= kernel_max and kw <= kernel_max and max(padding) <= pad_max:
         return None, None
-    if kw > kernel_max or max(left, right) > pad_max:
-        return None, (
-            f"no decomposition: only kernel rows are split into sub-kernels (a conv instruction "
-            f"reads whole input rows and writes whole output rows), and this conv's kernel width "
-            f"{kw} or left/right padding {left}/{right} is past the limit ({kernel_max}, {pad_max})"
-        )
-    g = ConvGeometry(in_hw[0], out_hw[0], kh, strides[0], dilation[0], top)
-    pieces = row_pieces(g, kernel_max, pad_max)
-    if pieces is None:
+    split = conv_pieces(kernel, padding, strides, dilation, in_hw, out_hw, kernel_max, pad_max)
+    if split is None:
         return None, (
             f"no decomposition: no sub-kernels of at most {kernel_max} rows cover the {kh}-row kernel "
             f"with at most {pad_max} rows of padding (some outputs read too much padding)"
         )
-    sizes = " + ".join(str(p.rows[1] - p.rows[0]) for p in sorted(pieces, key=lambda p: p.rows))
+    rows = sorted({p.rows for p in split.pieces})
+    cols = sorted({p.cols or (0, kw) for p in split.pieces})
+    parts = []
+    if len(rows) > 1:
+        parts.append(" + ".join(str(r[1] - r[0]) for r in rows) + f" of its {kh} rows")
+    if len(cols) > 1 or cols[0] != (0, kw):
+        parts.append(" + ".join(str(c[1] - c[0]) for c in cols) + f" of its {kw} columns")
+    staged = (
+        "; its input staged into a tile holding the left/right padding (zero point)" if split.staged else ""
+    )
+    shape = f" ({' x '.join(parts)})" if parts else ""
     return (
-        f"decomposed: {kh}x{kw} kernel with padding {list(padding)} as {len(pieces)} sub-kernels "
-        f"({sizes} of its {kh} rows) accumulated in int32, requantised once (exact)"
+        f"decomposed: {kh}x{kw} kernel with padding {list(padding)} as {len(split.pieces)} sub-kernels"
+        f"{shape} accumulated in int32, requantised once (exact){staged}"
     ), None

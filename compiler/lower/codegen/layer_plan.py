@@ -7,7 +7,7 @@ import runs in a circle. emit.py asks it for every layer of a subgraph.
 from __future__ import annotations
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import tile_im2col, tile_mac, tile_matmul, tile_vector
+from vpuc.compiler.lower.codegen import tile_im2col, tile_mac, tile_matmul, tile_staged, tile_vector
 from vpuc.compiler.lower.codegen.plan import OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement
 from vpuc.compiler.lower.codegen.tiling import Context
@@ -16,8 +16,8 @@ from vpuc.targets import Target
 
 def plan_op(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
     """The chosen plan of one op (LowerError when no choice fits)."""
-    if isinstance(op, vops.Conv | vops.Dense):
-        return tile_im2col.plan_conv(op, ctx)
+    if isinstance(op, vops.Conv | vops.Dense):  # a conv past the padding limit: its input staged
+        return tile_staged.plan_staged(op, ctx) or tile_im2col.plan_conv(op, ctx)
     if isinstance(op, vops.Matmul):
         return tile_matmul.plan_matmul(op, ctx)
     if isinstance(op, vops.Concat | vops.Reshape):

@@ -28,7 +28,13 @@ import numpy as np
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import prefetch, transfer
-from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, conv_limits, row_pieces
+from vpuc.compiler.lower.codegen.kernel_split import (
+    ConvGeometry,
+    Piece,
+    column_window,
+    conv_limits,
+    conv_pieces,
+)
 from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.residency import aligned
 from vpuc.compiler.lower.codegen.tiling import (
@@ -107,18 +113,20 @@ def shape_of(op: vops.Conv | vops.Dense, ctx: Context) -> MacShape:
 
 
 def pieces_of(shape: MacShape, ctx: Context) -> list[Piece]:
-    """The sub-kernels (kernel rows) the conv runs as: one, the whole kernel, when it is
-    within the conv instruction's limits (kernel_split.py)."""
-    g = ConvGeometry(shape.h, shape.oh, shape.kernel[0], shape.strides[0], shape.dilation[0], shape.pads[0])
+    """The sub-kernels the conv runs as: one, the whole kernel, when it is within the conv
+    instruction's limits (kernel_split.py). A conv whose left or right padding needs its
+    input staged is tile_im2col.PaddedBand's, not the conv's own."""
     kernel_max, pad_max = conv_limits(ctx.target)
-    wide = shape.kernel[1] > kernel_max or max(shape.pads[1], shape.pads[3]) > pad_max
-    found = None if wide else row_pieces(g, kernel_max, pad_max)
-    if found is None:
+    in_hw, out_hw = (shape.h, shape.w), (shape.oh, shape.ow)
+    geometry = (shape.kernel, shape.pads, shape.strides, shape.dilation, in_hw, out_hw)
+    split = conv_pieces(*geometry, kernel_max, pad_max)
+    if split is None or split.staged:
         raise LowerError(
             f"kernel {shape.kernel[0]}x{shape.kernel[1]} with padding {list(shape.pads)}: no sub-kernels "
             f"within the conv limits (kernel <= {kernel_max}, padding <= {pad_max}) cover it"
+            + (" without staging its input" if split is not None else "")
         )
-    return found
+    return split.pieces
 
 
 def rows_view(view: View) -> View:
@@ -422,7 +430,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
             last = k == len(chunk.steps) - 1
             reads, tensors = [], []
             if tiled:
-                want = (n, i0, i1, c0, c1)
+                want = (n, i0, i1) if gather is not None else (n, i0, i1, c0, c1)  # a gather: all channels
                 if want != current_in:
                     in_slot = ev.slot(bufs["in"])
                     tile = Addr(bufs["in"].name, 0, in_slot)
@@ -432,7 +440,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
                         specs = transfer.band(Opcode.LOAD, x_view, n, (i0, i1), (c0, c1), tile)
                         ev.add("load", specs, step - 1, writes=[(tile.base, in_slot)], tensors=[op.inputs[0]])
                     current_in = want
-                src = Addr(bufs["in"].name, 0, in_slot)
+                src = Addr(bufs["in"].name, 0, in_slot) + (c0 if gather is not None else 0)
                 strides = gather.in_place if gather is not None else (0, 0)  # (pixel, row) bytes
                 reads.append((bufs["in"].name, in_slot))
             else:
@@ -557,29 +565,36 @@ def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, s
     (k0, k1), (c0, c1) = pieces[p].rows, cin
     p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
     if tiled:
-        piece_src = src + (p0 - i0) * (strides[1] or shape.w * (c1 - c0))
+        pixel, row = strides[0] or c1 - c0, strides[1] or shape.w * (c1 - c0)
+        piece_src = src + (p0 - i0) * row
     else:
+        pixel, row = x_view.pixel_stride, shape.w * x_view.pixel_stride
         piece_src = src + (x_view.pixel_offset(n, p0) - x_view.pixel_offset(n, i0))
+    fields = dict(in_w=shape.w, kernel_w=kw, pad_left=shape.pads[1], pad_right=shape.pads[3])
+    cols = pieces[p].cols
+    if cols is not None:  # kernel columns: the input cropped to the columns they read
+        g = ConvGeometry(shape.w, shape.ow, kw, sw, dw, shape.pads[1])
+        first, count, left, right = column_window(g, cols)
+        piece_src = piece_src + first * pixel
+        fields = dict(in_w=count, kernel_w=cols[1] - cols[0], pad_left=left, pad_right=right)
+        strides = (strides[0] if tiled else pixel, row)
     return dict(
         src=piece_src,
         in_h=p1 - p0,
-        in_w=shape.w,
         in_c=c1 - c0,
         out_c=chunk.out[1] - chunk.out[0],
         kernel_h=k1 - k0,
-        kernel_w=kw,
         stride_h=sh,
         stride_w=sw,
         dilation_h=dh,
         dilation_w=dw,
         pad_top=p_top,
         pad_bottom=p_bottom,
-        pad_left=shape.pads[1],
-        pad_right=shape.pads[3],
         groups=chunk.groups,
         src_zp=op.in_q[0].zero_point,
         src_stride=strides[0],
         src_row_stride=strides[1],
+        **fields,
     )
 
 
@@ -597,6 +612,8 @@ def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkern
             piece_at, data = [], b""
             for piece in subkernels:
                 rows = block[:, piece.rows[0] : piece.rows[1]]  # one piece may be fewer rows than the kernel
+                if piece.cols is not None:  # or fewer columns
+                    rows = rows[:, :, piece.cols[0] : piece.cols[1]]
                 piece_at.append(len(data))
                 data += np.ascontiguousarray(rows, dtype=np.int8).tobytes()
             w_bytes, total = _block_bytes(shape, chunk, (c0, c1), last, mode)

@@ -1,0 +1,108 @@
+"""A conv whose left or right padding is past the conv instruction's limit, on the MAC array:
+its input band staged into a tile whose rows hold that padding, and the conv itself over the
+tile with no horizontal padding (layer_plan.py asks here first for every conv).
+
+    conv(x, W, pads [t, l, b, r])  =  conv(pad_columns(x, l, r, zero point), W, pads [t, 0, b, 0])
+
+The staging is the column window's (tile_im2col.ColumnWindow): the band's rows are loaded
+as they are (W*C contiguous bytes; an NCHW input in DRAM by one interleaving load) into a
+tile of (W + l + r)*C bytes a row, or, for an input resident in SRAM (a later layer's: the
+DMA reaches DRAM only), copied by the vector unit (ColumnCopy); a fill with the input's zero
+point writes the padding first. The conv reads the tile with pixel stride C (a chunk of
+groups reads its own channels of it), so groups, depthwise and dilation are as the conv's;
+a kernel wider than the limit runs as column pieces over the tile, each cropped to the
+columns it reads (kernel_split.conv_pieces, which says when a conv needs this). Exact: the
+tile's padding is what the instruction's padding would hold. The column window itself (one
+group, no dilation) is planned beside it and the faster kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import tile_im2col, tile_mac
+from vpuc.compiler.lower.codegen.kernel_split import conv_limits, conv_pieces
+from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec
+from vpuc.compiler.lower.codegen.tile_im2col import ColumnCopy, ColumnWindow
+from vpuc.compiler.lower.codegen.tiling import Context, Events
+from vpuc.compiler.lower.errors import LowerError
+
+
+@dataclass(frozen=True)
+class PaddedBand(ColumnWindow):
+    """The input band staged as the column window stages it (whole rows into a tile whose
+    rows hold the left and right padding), read by the conv itself: its own kernel,
+    strides, dilation and groups, pixel stride C. `copy`: the input is resident in SRAM
+    and the vector unit copies its rows (ColumnCopy)."""
+
+    copy: bool = False
+    kind = "padded"
+
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        return self.padded_width, self.channels
+
+    @property
+    def in_place(self) -> tuple[int, int]:
+        return self.channels, self.padded_width * self.channels
+
+    def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
+        (ColumnCopy if self.copy else ColumnWindow).__call__(self, ev, n, rows, tile, key)
+
+    def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        return (ColumnCopy if self.copy else ColumnWindow).specs(self, n, rows, tile)
+
+
+def padded_of(op, ctx: Context) -> PaddedBand | None:
+    """The staged band of a conv whose left or right padding is past the conv limit
+    (kernel_split.conv_pieces says `staged`), for a channels-last input with adjacent
+    pixels or an NCHW input in DRAM; else None."""
+    if not isinstance(op, vops.Conv):
+        return None
+    x, y = ctx.view(op.inputs[0]), ctx.view(op.output)
+    geometry = (op.kernel, op.padding, op.strides, op.dilation, x.shape[1:3], y.shape[1:3])
+    split = conv_pieces(*geometry, *conv_limits(ctx.target))
+    if split is None or not split.staged:
+        return None
+    dram = ctx.in_dram(op.inputs[0])
+    if (x.nchw and not dram) or (not x.nchw and x.pixel_stride != x.shape[3]):
+        return None
+    return PaddedBand(
+        x, op.inputs[0], tuple(op.kernel), tuple(op.strides), tuple(op.padding), tuple(y.shape[1:3]),
+        op.in_q[0].zero_point, copy=not dram,
+    )  # fmt: skip
+
+
+def plan_staged(op, ctx: Context) -> OpPlan | None:
+    """The plan of a conv that needs its input staged (None for any other op): the conv over
+    the staged tile, or the conv's im2col (tile_im2col.plan_conv) where that is faster."""
+    band = padded_of(op, ctx)
+    if band is None:
+        return None
+    candidates = []
+    try:
+        candidates.append(_planned(op, ctx, band))
+    except LowerError:
+        pass
+    try:
+        candidates.append(tile_im2col.plan_conv(op, ctx))
+    except LowerError:
+        if not candidates:
+            raise
+    return tile_im2col._fastest_for_its_traffic(candidates, ctx)
+
+
+def _planned(op: vops.Conv, ctx: Context, band: PaddedBand) -> OpPlan:
+    """The conv over the staged band's tile, its horizontal padding in the tile's rows."""
+    (top, _, bottom, _), width = op.padding, band.padded_width
+    one = replace(op, padding=(top, 0, bottom, 0))
+    flat = replace(tile_mac.shape_of(op, ctx), w=width, pads=(top, 0, bottom, 0))
+    plan = tile_mac.plan_mac(one, ctx, flat, band)
+    plan.op = op
+    where = "resident input copied" if band.copy else "input loaded"
+    plan.choice = {
+        "lowering": f"{where} into a tile holding the left/right padding ({width} columns)",
+        **plan.choice,
+    }
+    return plan
