@@ -128,20 +128,16 @@ def _plan_layers(subgraph, placement: Placement, target: Target, factor: float) 
     plans, key = [], 0.0
     sram = target.hardware.sram_bytes
     free: list[int] = []  # per layer: SRAM bytes no resident tensor, buffer or prefetch takes
-    slack: list[int] = []  # per layer: DMA cycles idle, less the prefetches that claimed them
     for index, op in enumerate(subgraph.ops):
         budget = int((sram - placement.resident_bytes_at(index)) * factor)
         rooms = prefetch.rooms(plans, free, index)
-        cover = tuple((t, slack[t]) for t, _ in rooms)
-        context = Context(target, placement, index, budget, key, rooms, prefetch.PREFETCH_ROLES, cover)
+        context = Context(target, placement, index, budget, key, rooms, prefetch.PREFETCH_ROLES)
         try:
             plan = plan_op(op, context, subgraph.constants)
         except LowerError as exc:
             raise LowerError(str(exc), exc.members or op.members) from None
         plan.key_base = key
         plans.append(plan)
-        prefetch.claim_slack(slack, plan)
-        slack.append(prefetch.dma_slack(plan, context))
         key = max([key, *(e.key for e in plan.events)]) + 2
         for b in plan.buffers:  # its prefetches take their room from the layers they span
             for t in range(b.first, index):

@@ -17,10 +17,6 @@ flash (or DRAM) port sits idle. The tokens order it against every other access t
 bytes (sync.py); the buffer's lifetime then starts at that layer, so no buffer or tensor
 live in between shares its bytes (memory.py). Its instruction belongs to that layer (layer
 id, DRAM bytes).
-
-The tiling search ranks a layer's choices before `choose` runs; it sees a prefetchable
-weight load as hidden when it fits whole in the DMA time the layers it may run during leave
-idle (`ranked_cycles`, the section at the end).
 """
 
 from __future__ import annotations
@@ -30,11 +26,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from vpuc.compiler.lower.codegen.estimate import Clock
-from vpuc.compiler.lower.codegen.plan import Buffer, OpPlan
+from vpuc.compiler.lower.codegen.plan import OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
 from vpuc.compiler.lower.codegen.tiling import Context, Events
 from vpuc.targets import Target
-from vpuc.targets.isa.formats import Unit
 
 # How many layers with events back a prefetch may run: 4 reaches past stage-2's layers on
 # resnet8 at u55-256, where the flash port idles (docs/targets.md "Prefetching further back").
@@ -219,72 +214,3 @@ def _hoist(plans: list[OpPlan], plan: OpPlan, host: int, buffers: list, late: bo
 def _bytes(spec) -> int:
     f = spec.fields
     return f["row_bytes"] * f.get("rows", 1) * f.get("planes", 1)
-
-
-# --- what a prefetch hides, as the tiling search sees it --------------------------------
-# emit.py keeps, per planned layer, the DMA cycles it leaves idle less those the later
-# layers' prefetchable loads have claimed (dma_slack, claim_slack); a planner reads them
-# for the layers its weights may load during (Context.prefetch_cover) and ranks its
-# tilings with ranked_cycles.
-
-
-def dma_slack(plan: OpPlan, ctx: Context) -> int:
-    """The cycles a layer's DMA unit sits idle in its own estimate (estimated on its own,
-    less its transfers' cycles): about what a load prefetched during it can hide behind
-    (tile_mac.py ranks a later layer's tilings with it, Context.prefetch_cover). With
-    weights in flash the layer's own weight loads fill it (u55-256)."""
-    events = list(plan.events)
-    if not events:
-        return 0
-    cycles = Events(ctx, events).estimate(Clock())
-    return max(0, cycles - sum(e.cycles for e in events if e.unit == Unit.DMA))
-
-
-def claim_slack(slack: list[int], plan: OpPlan) -> None:
-    """A layer's prefetchable loads (into a buffer live from an earlier layer) take their
-    DMA cycles from the slack of the layers they may run during, nearest first: the next
-    layer's ranking (Context.prefetch_cover) sees only what is left."""
-    for b in plan.buffers:
-        if b.first >= plan.index:
-            continue
-        loads = (e for e in plan.events if e.what == "weights" and _writes(e, b.name))
-        cycles = next((e.cycles for e in loads), 0)
-        for t in range(plan.index - 1, b.first - 1, -1):
-            taken = min(cycles, slack[t])
-            slack[t] -= taken
-            cycles -= taken
-
-
-def ranked_cycles(events: Events, weights: Buffer, ctx: Context) -> int:
-    """A layer's estimated cycles as the tiling search ranks them. When its weight buffer is
-    live from an earlier layer (a prefetch room fits it, tiling.buffer) and its first load
-    into it fits whole in the DMA time those layers leave idle (Context.prefetch_cover), the
-    load is taken out, as _hoist would move it, and what reads the buffer waits for it by
-    name (ready at 0): resident weights then no longer pay their whole load up front where
-    the layers before hide it (tinyconvnet's stage3 and stage4 on vpu: one 32-channel tile
-    each, not two streamed 16-channel ones, each with its own weight load and array fill and
-    drain). A load the cover does not hide whole (weights from flash on u55-256) is ranked
-    as it stands. `choose` still decides where the load runs, on the whole subgraph's
-    estimate."""
-    cover = sum(cycles for t, cycles in ctx.prefetch_cover if weights.first <= t < ctx.index)
-    load = next((e for e in events.events if e.what == "weights" and _writes(e, weights.name)), None)
-    if load is None or load.cycles > cover:
-        return events.estimate(Clock())
-    kept = [
-        replace(e, tensors=[*e.tensors, weights.name]) if any(n == weights.name for n, _ in e.reads) else e
-        for e in events.events
-        if e is not load
-    ]
-    return Events(events.ctx, kept).estimate(Clock())
-
-
-def ranked_plan_cycles(plan: OpPlan, ctx: Context) -> int:
-    """ranked_cycles of a planned conv (tile_im2col.py compares the conv and its gathers on
-    the same figure as the search ranks each one's tilings)."""
-    weights = next((b for b in plan.buffers if b.name == f"L{ctx.index}.w"), None)
-    events = Events(ctx, list(plan.events))
-    return events.estimate(Clock()) if weights is None else ranked_cycles(events, weights, ctx)
-
-
-def _writes(event, name: str) -> bool:
-    return any(n == name for n, _ in event.writes)

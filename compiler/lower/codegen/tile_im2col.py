@@ -50,7 +50,8 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import prefetch, tile_mac, transfer
+from vpuc.compiler.lower.codegen import tile_mac, transfer
+from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import Context, Events
 from vpuc.compiler.lower.codegen.transfer import _dma
@@ -355,7 +356,7 @@ def _fastest_for_its_traffic(candidates: list[OpPlan], ctx: Context) -> OpPlan:
 
 
 def _cycles(plan: OpPlan, ctx: Context) -> int:
-    return prefetch.ranked_plan_cycles(plan, ctx)  # a prefetched weight load as the search sees it
+    return Events(ctx, plan.events).estimate(Clock())
 
 
 def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:

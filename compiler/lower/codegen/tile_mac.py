@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import prefetch, transfer
+from vpuc.compiler.lower.codegen import transfer
+from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.kernel_split import (
     ConvGeometry,
     Piece,
@@ -36,7 +37,6 @@ from vpuc.compiler.lower.codegen.kernel_split import (
     conv_pieces,
 )
 from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, OpPlan, Spec, View
-from vpuc.compiler.lower.codegen.residency import aligned
 from vpuc.compiler.lower.codegen.tiling import (
     STORE_KEY,
     Context,
@@ -46,7 +46,6 @@ from vpuc.compiler.lower.codegen.tiling import (
     buffer,
     count_dram,
     halo,
-    spec_cycles,
     working_set,
 )
 from vpuc.compiler.lower.errors import LowerError
@@ -276,37 +275,14 @@ def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -
     layer's position (ctx.index names its buffers and blob: the same events under other
     names; ctx.key_base shifts every event key alike, quarter steps exact in a float), its
     tensors' names (they find input waits on the clock, which the search starts empty),
-    where its views sit in their storage (addresses, which no cost reads). The prefetch
-    rooms, roles and cover are in it as the ranking can tell them apart (_prefetch_key)."""
+    where its views sit in their storage (addresses, which no cost reads) and the prefetch
+    rooms and roles (they set when a buffer may start being live, not its bytes)."""
     target, requant = ctx.target, op.requant
     return (
         type(op), shape, x_dram, y_dram, _placed(ctx.view(op.inputs[0])), _placed(ctx.view(op.output)),
         target.name, target.hardware, target.numerics, conv_limits(target), ctx.budget,
         op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp),
-        _prefetch_key(shape, ctx), ctx.prefetch_roles,
     )  # fmt: skip
-
-
-def _prefetch_key(shape: MacShape, ctx: Context) -> tuple:
-    """The prefetch rooms (SRAM bytes) and cover (idle DMA cycles) of the layers before, by
-    distance back, as prefetch.ranked_cycles can tell them apart: no choice's weight buffer
-    or first load is larger than the whole weights' block and its load, so each figure is
-    capped at those, and the layers further back than the cover reaching that load do not
-    count (MobileNet's repeated blocks, past the first, share one search again)."""
-    if not ctx.prefetch_roles or not ctx.prefetch_rooms:
-        return ()
-    whole = Choice(shape.oh, shape.groups if shape.groups > 1 else shape.cout, shape.cin, True, "rows")
-    nbytes = sum(_block_bytes(shape, c, s, k == len(c.steps) - 1, ctx.target.numerics.requant)[1]
-                 for c in chunks(shape, whole) for k, s in enumerate(c.steps))  # fmt: skip
-    spec = transfer.contiguous(Opcode.LOAD, Addr(f"{BLOB_PREFIX}.weights"), Addr("w"), nbytes)
-    load = spec_cycles(spec, ctx.target)
-    found, covered = [], 0
-    for (t, room), (_, cycles) in zip(ctx.prefetch_rooms, ctx.prefetch_cover, strict=False):
-        found.append((ctx.index - t, min(room, aligned(nbytes)), min(cycles, load)))
-        covered += cycles
-        if covered >= load:
-            break
-    return tuple(found)
 
 
 def _placed(view: View) -> tuple:
@@ -338,7 +314,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
             busy[same_work] = _busy_bound(events)
             if fastest is not None and busy[same_work] > fastest * (1 + TRAFFIC_SLACK):
                 continue  # outside the slack of the fastest so far however its events overlap
-            cycles = prefetch.ranked_cycles(events, buffers["w"], ctx)
+            cycles = events.estimate(Clock())
             fastest = cycles if fastest is None else min(fastest, cycles)
             scored.append((cycles, plan.dram_read_bytes + plan.dram_write_bytes, choice))
         if scored:

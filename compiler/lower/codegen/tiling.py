@@ -102,9 +102,6 @@ class Context:
     # first: where a prefetched buffer may start being live (buffer())
     prefetch_rooms: tuple[tuple[int, int], ...] = ()
     prefetch_roles: frozenset[str] = frozenset()  # the buffer roles that may use them
-    # per layer of prefetch_rooms: its DMA unit's idle cycles (prefetch.dma_slack), the time
-    # a load prefetched during it may hide in (tile_mac.py ranks its tilings with it)
-    prefetch_cover: tuple[tuple[int, int], ...] = ()
 
     @property
     def hw(self):
