@@ -38,16 +38,35 @@ def test_the_kws_first_conv_splits_as_computed_by_hand():
     assert row_pieces(g, 7, 3) == [Piece((1, 8), (0, 25)), Piece((0, 1), (2, 25)), Piece((8, 10), (0, 23))]
 
 
+def _random_conv(rng, max_pad: int):
+    """(size, out, kernel, stride, dilation, pads before and after, kernel limit, pad limit), or None
+    when the drawn conv has no output."""
+    kernel, stride, dilation = int(rng.integers(1, 30)), int(rng.integers(1, 4)), int(rng.integers(1, 3))
+    size = int(rng.integers(1, 60))
+    before, after = int(rng.integers(0, max_pad)), int(rng.integers(0, max_pad))
+    out = (size + before + after - (kernel - 1) * dilation - 1) // stride + 1
+    if out < 1:
+        return None
+    return (
+        size,
+        out,
+        kernel,
+        stride,
+        dilation,
+        before,
+        after,
+        int(rng.integers(1, 9)),
+        int(rng.integers(0, 4)),
+    )
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_the_pieces_sum_to_the_conv_within_the_limits(seed):
     rng = np.random.default_rng(seed)
-    kernel, stride, dilation = int(rng.integers(1, 30)), int(rng.integers(1, 4)), int(rng.integers(1, 3))
-    size = int(rng.integers(1, 60))
-    before, after = int(rng.integers(0, 9)), int(rng.integers(0, 9))
-    out = (size + before + after - (kernel - 1) * dilation - 1) // stride + 1
-    if out < 1:
+    drawn = _random_conv(rng, 9)
+    if drawn is None:
         return
-    kernel_max, pad_max = int(rng.integers(1, 9)), int(rng.integers(0, 4))
+    size, out, kernel, stride, dilation, before, after, kernel_max, pad_max = drawn
     g = ConvGeometry(size, out, kernel, stride, dilation, before)
     pieces = row_pieces(g, kernel_max, pad_max)
     if pieces is None:
@@ -77,13 +96,10 @@ def _conv_cols(x, w, stride, dilation, g, cols):
 @pytest.mark.parametrize("seed", range(60))
 def test_the_column_pieces_sum_to_the_conv_within_the_limits(seed):
     rng = np.random.default_rng(seed)
-    kernel, stride, dilation = int(rng.integers(1, 30)), int(rng.integers(1, 4)), int(rng.integers(1, 3))
-    size = int(rng.integers(1, 60))
-    before, after = int(rng.integers(0, 12)), int(rng.integers(0, 12))
-    out = (size + before + after - (kernel - 1) * dilation - 1) // stride + 1
-    if out < 1:
+    drawn = _random_conv(rng, 12)
+    if drawn is None:
         return
-    kernel_max, pad_max = int(rng.integers(1, 9)), int(rng.integers(0, 4))
+    size, out, kernel, stride, dilation, before, after, kernel_max, pad_max = drawn
     x, w = rng.integers(-128, 128, size), rng.integers(-127, 128, kernel)
     want = _conv_rows(x, w, stride, dilation, before, out)
     g = ConvGeometry(size, out, kernel, stride, dilation, before)
