@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import onnx
 import tvm
 
+from vpuc.compiler.compile_report import compile_report, model_identity, program_entry
 from vpuc.compiler.errors import CompileError
 from vpuc.compiler.frontend import ImportedModel, import_model
 from vpuc.compiler.host.build import build_host_library
@@ -45,7 +45,6 @@ from vpuc.compiler.lower import (
     join_host,
     lower_function,
     lower_partitioned,
-    reference_layer_name,
     reference_module,
     vpu_functions,
 )
@@ -68,14 +67,11 @@ from vpuc.compiler.quantize import (
     QuantOptions,
     quantize_for_compile,
 )
-from vpuc.compiler.summary import mac_share, network_summary
+from vpuc.compiler.summary import network_summary
 from vpuc.runtime.artifact import BOUND_INPUTS, Artifact, bound_inputs_npz
 from vpuc.targets import Target, resolve_target
 
 VPUC_VERSION = "0.1.0"
-FLOAT_PARTITION_NOTE = (
-    "not quantised: the partition shows where each op would run once quantised; every op runs on the host CPU"
-)
 MAX_LOWERING_ROUNDS = 64  # each round sends at least one refused layer back to the CPU
 
 
@@ -323,7 +319,7 @@ def build_artifact(
     calls = vpu_call_plan(host_mod) if prepared.programs and not built else None
     host = None if calls else build_host_library(host_mod, prepared.target, imported.name, tuning_db)
     prepared.timings["host_build_s"] = time.perf_counter() - start
-    report = _report(prepared)
+    report = compile_report(prepared)
     report["host_build"] = host.report if host else {"skipped": NO_HOST_CODE}
     report["summary"] = network_summary(report, prepared.target, imported.onnx_model)
     report["warnings"] += host.warnings if host else []
@@ -331,11 +327,11 @@ def build_artifact(
     manifest = {
         "vpuc_version": VPUC_VERSION,
         "target": prepared.target.to_json(),
-        "model": _model_identity(model, imported.onnx_model),
+        "model": model_identity(model, imported.onnx_model),
         "inputs": [spec.to_json() for spec in imported.inputs],
         "outputs": [spec.to_json() for spec in imported.outputs],
         "host": {"library": "host.so", "entry": "main"} if host else {"entry": "main", **calls},
-        "vpu_programs": [_program_entry(p, members, imported.onnx_model) for p in prepared.programs],
+        "vpu_programs": [program_entry(p, members, imported.onnx_model) for p in prepared.programs],
     }
     if host:  # `vpuc run` checks the CPU against host_target
         members["host.so"] = host.library
@@ -353,128 +349,3 @@ def build_artifact(
         digest = hashlib.sha256(members[REFERENCE_MODULE]).hexdigest()
         manifest["reference"].update(module=REFERENCE_MODULE, sha256=digest)
     return Artifact(manifest=manifest, members=members)
-
-
-def _program_entry(program: VpuProgram, members: dict[str, bytes], model: onnx.ModelProto) -> dict[str, Any]:
-    """The manifest's record of one VPU program; its binary and blob become members. Each
-    output also carries `onnx_tensor`, the ONNX tensor it holds: the output of the node
-    of the layer writing it that no other node of the layer reads (its QuantizeLinear when
-    it has one)."""
-    stem = f"vpu/sg{program.index}"
-    members[f"{stem}.bin"] = program.program.to_bytes()
-    members[f"{stem}.weights"] = program.blob
-    return {
-        "subgraph": program.index,
-        "symbol": program.symbol,
-        "program": f"{stem}.bin",
-        "weights": f"{stem}.weights",
-        "instructions": len(program.program),
-        "dram_bytes": program.dram_bytes,
-        "inputs": [b.to_json() for b in program.inputs],
-        "outputs": [
-            {**b.to_json(), "onnx_tensor": _onnx_tensor(program, b.name, model)} for b in program.outputs
-        ],
-        "layers": [{k: layer[k] for k in ("id", "name", "op", "nodes")} for layer in program.layers],
-        "dram_map": program.dram_map,
-        "checkpoints": _checkpoints(program, model),
-    }
-
-
-def _checkpoints(program: VpuProgram, model: onnx.ModelProto) -> dict[str, Any]:
-    """Where `vpuc run --check` reads each layer's operands and result (emit.py), each judged
-    layer with its QDQ reference function and the ONNX tensor it writes."""
-    layers = []
-    for layer in program.checkpoints["layers"]:
-        entry = {k: layer[k] for k in ("id", "name", "args", "output")}
-        if layer["judged"]:
-            entry["reference"] = reference_layer_name(program.index, layer["id"])
-            entry["onnx_tensor"] = _onnx_tensor(program, layer["output"], model)
-        layers.append(entry)
-    return {"tensors": program.checkpoints["tensors"], "layers": layers}
-
-
-def _onnx_tensor(program: VpuProgram, name: str, model: onnx.ModelProto) -> str | None:
-    layer = next((layer for layer in program.layers if layer.get("output") == name), None)
-    by_name = {node.name: node for node in model.graph.node}
-    group = [by_name[n] for n in (layer or {}).get("nodes", []) if n in by_name and by_name[n].output]
-    read = {tensor for node in group for tensor in node.input}
-    sinks = [node for node in group if node.output[0] not in read]  # what the group hands on
-    quantized = [node for node in sinks if node.op_type == "QuantizeLinear"]
-    return (quantized or sinks or [None])[-1].output[0] if sinks else None
-
-
-def _model_identity(source, prepared: onnx.ModelProto) -> dict[str, Any]:
-    path = None if isinstance(source, onnx.ModelProto) else str(source)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
-    return {
-        "path": path,
-        "sha256": digest,
-        "graph": prepared.graph.name,
-        "nodes": len(prepared.graph.node),
-    }
-
-
-def _report(prepared: Prepared) -> dict[str, Any]:
-    imported, target, optimized = prepared.imported, prepared.target, prepared.optimized
-    partition = prepared.partition.report if prepared.partition else None
-    if partition is not None:  # the same figures `vpuc partition` prints
-        partition = {**partition, "macs": mac_share(partition, imported.onnx_model)}
-    if partition is not None:
-        ops = partition["ops"]
-    else:
-        reason = f"target '{target.name}' has no VPU"
-        ops = [
-            {"name": n.name, "op": n.op_type, "device": "cpu", "subgraph": None, "reason": reason}
-            for n in imported.onnx_model.graph.node
-        ]
-    return {
-        "model": imported.name,
-        "target": target.name,
-        "folded_shape_nodes": [{"name": n, "op": op} for n, op in imported.folded_nodes],
-        "ops": ops,
-        "totals": {
-            "nodes": len(ops),
-            "cpu_ops": sum(op["device"] == "cpu" for op in ops),
-            "vpu_ops": sum(op["device"] == "vpu" for op in ops),
-        },
-        "fusion": {"fused": [], "not_fused": []} if optimized is None else optimized.audit,
-        "passes": {"opt_level": 0, "ran": []} if optimized is None else optimized.selection.to_json(),
-        "layout": None if optimized is None else optimized.layout,
-        "partition": partition,
-        "accuracy": prepared.quantized.accuracy if prepared.quantized else None,
-        "quantization": prepared.quantized.to_json() if prepared.quantized else None,
-        "warnings": prepared.warnings,
-        "execution": _execution_note(prepared),
-        "vpu": _vpu_report(prepared) if prepared.programs else None,
-        "lowering_rounds": prepared.lowering_rounds,
-        "timings_s": {k: round(v, 4) for k, v in prepared.timings.items()},
-    }
-
-
-def _execution_note(prepared: Prepared) -> str | None:
-    if prepared.partition is None:
-        return None
-    if prepared.quantized is None:
-        return FLOAT_PARTITION_NOTE
-    count = len(prepared.programs)
-    return f"{count} VPU subgraph(s) run as VPU programs (simulated by `vpuc run`); the rest on the host CPU"
-
-
-def _vpu_report(prepared: Prepared) -> dict[str, Any]:
-    """The code generator's compile-time estimate (docs/metrics.md), per subgraph and layer."""
-    subgraphs = [
-        {"id": p.index, "symbol": p.symbol, "instructions": len(p.program), **p.estimate}
-        for p in prepared.programs
-    ]
-    layers = [{"subgraph": p.index, **layer} for p in prepared.programs for layer in p.layers]
-    total = {
-        "cycles": sum(s["cycles"] for s in subgraphs),
-        "macs": sum(s["macs"] for s in subgraphs),
-        "dram_read_bytes": sum(s["dram_read_bytes"] for s in subgraphs),
-        "dram_write_bytes": sum(s["dram_write_bytes"] for s in subgraphs),
-        "weight_bytes": sum(s["weight_bytes"] for s in subgraphs),
-        "sram_peak_bytes": max((s["sram_peak_bytes"] for s in subgraphs), default=0),
-    }
-    hw = prepared.target.hardware
-    total["mac_utilization"] = total["macs"] / max(1, total["cycles"] * hw.mac_rows * hw.mac_cols)
-    return {"total": total, "subgraphs": subgraphs, "layers": layers}

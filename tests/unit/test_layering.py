@@ -65,7 +65,7 @@ STAGES = [
     ("quantize", ["quantize"]),
     ("Relax reader", ["lower.reader", "lower"]),
     ("host", ["host"]),
-    ("driver", ["driver", "reports", "summary"]),
+    ("driver", ["driver", "compile_report", "reports", "summary"]),
     ("commands", ["tune", "regress", "sweep"]),
     ("cli", ["cli", "cli_commands", "cli_options"]),
 ]
