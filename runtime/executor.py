@@ -65,7 +65,11 @@ class Executable:
         self._main = None if self._vm is None else self._vm["main"]
 
     def _load_host(self, artifact: Artifact, source: str) -> relax.VirtualMachine:
-        """The host library on TVM's VM, the VPU calls' symbols registered first."""
+        """The host library on TVM's VM, the VPU calls' symbols registered first; TVM's
+        thread pool sized to the cores this process may use (compiler/host/cores.py)."""
+        from vpuc.compiler.host.cores import use_available_cores
+
+        use_available_cores()
         import tvm
         import tvm_ffi
         from tvm import relax
