@@ -43,9 +43,11 @@ from tvm import s_tir, tirx
 VECTOR_REGISTERS = 16
 VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
-# Parallel loops only for big kernels. Measured on the shared 2-core machine: resnet_mini
-# 0.60 ms single-threaded, 7.2 ms with its 3x3 convs over 2 threads (TVM's thread pool
-# spins at its barrier while other processes hold the cores); no zoo kernel reaches these.
+# Parallel loops only for big kernels. bench/parallel_cost.py on the shared 2-core machine
+# (load average 8-9, two runs): a 3x3 conv over 2 threads took 2.2-7.6x its serial time
+# up to 2.4M MACs and 1.2-4.9x at 9.4M (the second thread waits for a core other processes
+# hold; the pool's own launch is 2-4 us), 0.54-0.75x at 37.8M and 0.58-0.61x at 151M
+# (medians); 2^24 = 16.8M lies between. No zoo kernel reaches it (docs/tuning.md, "threads").
 PARALLEL_MIN_MACS = 1 << 24  # a reduction block runs in parallel from this many MACs
 PARALLEL_MIN_ELEMENTS = 1 << 22  # a spatial block from this many elements
 UNROLL_MAX_STEPS = 16  # pragma_auto_unroll_max_step on scheduled loop nests

@@ -4,7 +4,7 @@ TOML's [host] section and the machine the compiler runs on.
     [host] kind, mtriple, mcpu, mattr, num-cores   each left out -> this machine's:
         mtriple    LLVM's process triple
         mcpu       LLVM's host CPU name (e.g. znver3, skylake-avx512)
-        num-cores  the cores this process may run on (os.sched_getaffinity)
+        num-cores  the cores this process may run on (its affinity mask and CPU quota, cores.py)
 
 The resolved target goes to relax.build, to MetaSchedule (which needs num-cores) and into
 the artifact's manifest (`host_target`), with the instruction-set extensions its code may
@@ -14,13 +14,13 @@ use: `vpuc run` refuses an artifact whose extensions the running CPU lacks
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import tvm
 
 from vpuc.compiler import compat
+from vpuc.compiler.host.cores import available_cores
 from vpuc.targets import Target, TargetError
 
 # LLVM feature names that are instruction-set extensions: code built with one of them may
@@ -92,8 +92,5 @@ def resolve_host_target(target: Target) -> HostTarget:
 
 
 def machine_cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """Cores this process may run on: its affinity mask, capped by a cgroup CPU quota."""
+    return available_cores()
