@@ -2,8 +2,9 @@
 back (codegen/prefetch.py): on the anchor resnet8 at u55-256 (Vela's Shared_Sram, weights
 from flash at 1 B/cycle) the flash port idles through the adds and the compute-bound convs
 before stage 3, whose 55 KB of weights are then the program's critical path. With 4 layers
-back, s3_conv2's first weight block (4704 B) loads during s2_conv2, four layers
-with events before it, which 2 layers back cannot reach, and the program is >= 2% shorter
+back, s3_conv2's first weight block (4704 B) loads during s2_conv2 or the s2 add (cut into
+pieces over its tiles, test_prefetch_pieces.py), four or three layers with events before it,
+which 2 layers back cannot reach, and the program is >= 1.5% shorter
 (bench/vs_vela.py's schedule figure; docs/targets.md, "Prefetching further back")."""
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def _run():
 def test_stage_3_weights_load_four_layers_back():
     assert prefetch.PREFETCH_DEPTH == 4
     total, first_host, s2_conv2 = _run()
-    assert first_host == s2_conv2
+    assert first_host in (s2_conv2, s2_conv2 + 1)  # s2_conv2 or the s2 add after it
     with mock.patch.object(prefetch, "PREFETCH_DEPTH", 2):
         near_total, near_host, _ = _run()
     assert near_host > s2_conv2
-    assert near_total - total >= 0.02 * near_total
+    assert near_total - total >= 0.015 * near_total

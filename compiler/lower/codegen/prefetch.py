@@ -1,22 +1,24 @@
 """Prefetches: a layer's weights or lookup table loaded while an earlier layer runs.
 
 A planner marks the buffer of a layer's one-off constant load (whole weights, a table)
-prefetchable, and the ring of streamed weights too, whose first block may then load early
-(tiling.buffer; its role one of PREFETCH_ROLES, which `disabled` narrows). emit.py's layer
-planning offers it the SRAM free beside the buffers and resident tensors of the last
-PREFETCH_DEPTH layers with events (`rooms`); the buffer is then live from the earliest of
-them it fits. `choose` then decides, layer by layer, during which of those layers the load
-runs and where among its transfers, or whether it stays at its own layer's start: the
-choice for which the estimate of the whole subgraph (estimate.py, the schedule the tokens
-enforce) is fastest; ties keep it at its own layer. Early: after that layer's first tile's
-loads, so the DMA unit takes it while that layer computes; late: after that layer's last
-load, where it holds back none of that layer's loads (the DMA unit retires transfers in
-program order, so a long flash load early in a layer would hold every later band of it),
-only its last stores. Either way it does not wait behind the layer's last store while the
-flash (or DRAM) port sits idle. The tokens order it against every other access to its
-bytes (sync.py); the buffer's lifetime then starts at that layer, so no buffer or tensor
-live in between shares its bytes (memory.py). Its instruction belongs to that layer (layer
-id, DRAM bytes).
+prefetchable, and the ring of streamed weights too, whose first block (or first block of
+every slot) may then load early (tiling.buffer; its role one of PREFETCH_ROLES, which
+`disabled` narrows). emit.py's layer planning offers it the SRAM free beside the buffers
+and resident tensors of the last PREFETCH_DEPTH layers with events (`rooms`); the buffer is
+then live from the earliest of them it fits. `choose` then decides, layer by layer, during
+which of those layers the load runs and where among its transfers, or whether it stays at
+its own layer's start: the choice for which the estimate of the whole subgraph
+(estimate.py, the schedule the tokens enforce) is fastest; ties keep it at its own layer.
+Early: after that layer's first tile's loads, so the DMA unit takes it while that layer
+computes, whole or cut into pieces after each of its tiles' loads (`_spread`,
+docs/targets.md "Hoisted weight loads in pieces"); late: after that layer's last load,
+where it holds back none of that layer's loads (the DMA unit retires transfers in program
+order, so a long flash load early in a layer would hold every later band of it), only its
+last stores. Either way it does not wait behind the layer's last store while the flash (or
+DRAM) port sits idle. The tokens order it against every other access to its bytes
+(sync.py); the buffer's lifetime then starts at that layer, so no buffer or tensor live in
+between shares its bytes (memory.py). Its instruction belongs to that layer (layer id, DRAM
+bytes).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
-from vpuc.compiler.lower.codegen.tiling import Context, Events
+from vpuc.compiler.lower.codegen.tiling import Context, Events, spec_cycles
 from vpuc.targets import Target
 
 # How many layers with events back a prefetch may run: 4 reaches past stage-2's layers on
@@ -39,6 +42,11 @@ PREFETCH_DEPTH = 4
 PREFETCH_KEY = -0.875
 # Or after its last load: a quarter of the gap to a store keyed a tile behind (tiling.STORE_KEY).
 LATE_KEY = 0.125
+
+
+# Into how many transfers a load hoisted early may be cut, one after each of the host's
+# tiles' loads (_spread).
+PIECES = 8
 
 
 PREFETCH_ROLES = frozenset({"w", "table"})  # buffers whose load may move: whole weights, a table
@@ -109,17 +117,19 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
         hosts = [t for t in range(max(b.first for b in early), plan.index) if plans[t].events]
         saved = {t: (list(plans[t].events), plans[t].dram_read_bytes) for t in (*hosts, plan.index)}
         chosen = None
+        depths = sorted({1, max(b.slots for b in early)})
         for host in hosts:
-            for late in (False, True):
-                _hoist(plans, plan, host, early, late)
-                cycles, _ = estimate_cycles(plans, placement, target, host, snapshots[host].copy())
-                if cycles < best:
-                    best, chosen = cycles, (host, late)
-                for t, (events, nbytes) in saved.items():
-                    plans[t].events, plans[t].dram_read_bytes = list(events), nbytes
+            for late, pieces in ((False, 1), (False, PIECES), (True, 1)):
+                for depth in depths:
+                    _hoist(plans, plan, host, early, late, depth, pieces, target)
+                    cycles, _ = estimate_cycles(plans, placement, target, host, snapshots[host].copy())
+                    if cycles < best:
+                        best, chosen = cycles, (host, late, depth, pieces)
+                    for t, (events, nbytes) in saved.items():
+                        plans[t].events, plans[t].dram_read_bytes = list(events), nbytes
         if chosen is not None:
             host = chosen[0]
-            _hoist(plans, plan, host, early, chosen[1])
+            _hoist(plans, plan, host, early, *chosen[1:], target)
             later: list[Clock] = []
             estimate_cycles(plans, placement, target, host, snapshots[host].copy(), later)
             snapshots[host:] = later
@@ -182,11 +192,23 @@ def _shares_bytes(plans: list[OpPlan], placement: Placement, t: int, spans: list
     return any(a0 < b1 and b0 < a1 for a0, a1 in live for b0, b1 in spans)
 
 
-def _hoist(plans: list[OpPlan], plan: OpPlan, host: int, buffers: list, late: bool) -> None:
+def _hoist(
+    plans: list[OpPlan],
+    plan: OpPlan,
+    host: int,
+    buffers: list,
+    late: bool,
+    depth: int = 1,
+    pieces: int = 1,
+    machine: Target | None = None,
+) -> None:
     """Move `plan`'s loads into `buffers` to layer `host`: a whole buffer's loads, a ring's
-    (streamed weights) first block only. Early: after the host's first tile's loads
-    (PREFETCH_KEY); late: after its last load (LATE_KEY), where the transfer holds back none
-    of the host's loads (the DMA unit retires transfers in order), only its last stores.
+    (streamed weights) first `depth` blocks (each into a slot nothing of `plan` touched
+    before it: a ring's slots are all free before its layer starts). Early: after the host's
+    first tile's loads (PREFETCH_KEY), or with `pieces` > 1 cut into pieces spread over the
+    host's tiles (_spread); late: after its last load (LATE_KEY), where the transfer holds
+    back none of the host's loads (the DMA unit retires transfers in order), only its last
+    stores.
     `plan`'s events that read the buffers wait for them by name in the estimate
     (Event.tensors, Clock.ready)."""
     target = plans[host]
@@ -196,19 +218,54 @@ def _hoist(plans: list[OpPlan], plan: OpPlan, host: int, buffers: list, late: bo
     if late:
         loads = [e.key for e in target.events if e.what in ("load", "weights")]
         key = max(loads, default=key) + LATE_KEY
-    kept, moved = [], set()
+    kept, moved, touched, hoisted = [], set(), set(), []
     for event in plan.events:
         written = {name for name, _ in event.writes if name in names}
-        if event.what == "weights" and written and not written & rings & moved:
-            target.events = [*target.events, replace(event, key=key)]
+        slots = {(name, slot) for name, slot in event.writes if name in rings}
+        fresh = not slots or (not slots & touched and len(touched) < depth)  # a whole buffer's: all
+        if event.what == "weights" and written and fresh:
+            hoisted.append(replace(event, key=key))
             moved |= written
+            touched |= slots
             nbytes = sum(_bytes(spec) for spec in event.specs)
             plan.dram_read_bytes -= nbytes
             target.dram_read_bytes += nbytes
             continue
-        waits = [name for name, _ in event.reads if name in names and name not in event.tensors]
+        touched |= {(name, slot) for name, slot in (*event.reads, *event.writes) if name in rings}
+        waits = [name for name, _ in event.reads if name in moved and name not in event.tensors]
         kept.append(replace(event, tensors=[*event.tensors, *waits]) if waits else event)
     plan.events = kept
+    if pieces > 1 and not late:
+        hoisted = _spread(
+            hoisted, sorted({e.key for e in target.events if e.what == "load"}), pieces, machine
+        )
+    target.events = [*target.events, *hoisted]
+
+
+def _spread(events: list, keys: list[float], pieces: int, target: Target) -> list:
+    """The hoisted loads cut into up to `pieces` transfers of about equal bytes, the i-th
+    after the host's i-th tile's loads: the DMA unit retires transfers in order, so one long
+    flash load would hold back every later tile's loads; pieces hold back one tile each by
+    at most their own length."""
+    cuts = [(e, s) for e in events for s in e.specs]
+    if not keys or any(s.fields.get("rows", 1) != 1 or s.fields.get("planes", 1) != 1 for _, s in cuts):
+        return events
+    n = min(pieces, len(keys))
+    size = aligned(-(-sum(_bytes(s) for _, s in cuts) // n))
+    parts = []
+    for event, spec in cuts:
+        total = _bytes(spec)
+        for at in range(0, total, size):
+            nbytes = min(size, total - at)
+            piece = transfer.contiguous(
+                spec.opcode, spec.fields["dram"] + at, spec.fields["sram"] + at, nbytes
+            )
+            parts.append((event, piece))
+    # each piece writes bytes of its own: in the estimate it follows no other piece (a
+    # (buffer, (slot, piece)) key), as the tokens order it after none in the program
+    return [replace(event, specs=[piece], key=keys[min(i, len(keys) - 1)] + LATE_KEY,
+                    cycles=spec_cycles(piece, target), writes=[(n, (s, i)) for n, s in event.writes])
+            for i, (event, piece) in enumerate(parts)]  # fmt: skip
 
 
 def _bytes(spec) -> int:

@@ -16,6 +16,7 @@ SWITCHES = (
     (prefetch, "PREFETCH_DEPTH"),
     (prefetch, "PREFETCH_KEY"),
     (prefetch, "LATE_KEY"),
+    (prefetch, "PIECES"),  # into how many transfers a load hoisted early may be cut
     (prefetch, "PREFETCH_ROLES"),
     (residency, "ALIGN"),
     (tile_im2col, "CHOOSE"),  # im2col or conv: by the estimate, or forced (tests)
