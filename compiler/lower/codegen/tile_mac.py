@@ -36,6 +36,7 @@ from vpuc.compiler.lower.codegen.kernel_split import (
     conv_limits,
     conv_pieces,
 )
+from vpuc.compiler.lower.codegen.mac_bound import busy_bound
 from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
     STORE_KEY,
@@ -126,6 +127,11 @@ def pieces_of(shape: MacShape, ctx: Context) -> list[Piece]:
             + (" without staging its input" if split is not None else "")
         )
     return split.pieces
+
+
+def layer_pieces(op: vops.Conv | vops.Dense, shape: MacShape, ctx: Context) -> list[Piece]:
+    """A conv's sub-kernels (pieces_of); a dense layer's one piece, its M rows."""
+    return pieces_of(shape, ctx) if isinstance(op, vops.Conv) else [Piece((0, 1), (0, shape.oh))]
 
 
 def rows_view(view: View) -> View:
@@ -292,42 +298,54 @@ def _placed(view: View) -> tuple:
 
 
 def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gather=None) -> Choice:
-    """The choice moving the fewest bytes within TRAFFIC_SLACK of the fastest that fits."""
-    scored: list[tuple[int, int, Choice]] = []
-    fastest = None
-    busy: dict[tuple, int] = {}  # the busy-time bound per (band, chunk, cin, vector)
+    """The choice moving the fewest bytes within TRAFFIC_SLACK of the fastest that fits.
+
+    Only the candidates that may be within the slack are built and estimated: every fitting
+    candidate's busy-time bound comes first, from its shape (mac_bound.py: what
+    _busy_bound(events) gives, without the events), and they are built in the order of it,
+    the least first, until the bound passes the fastest estimated so far by more than the
+    slack (so do all after it, and the estimate is never below the bound). What is built is
+    every candidate within the slack of the fastest, whatever the order, so the choice is
+    the one estimating every candidate gives; the ranking's ties go to the earliest in
+    _choices' order, as they did."""
+    pieces = None
     groups = _choices(shape, ctx)
     for group in groups[:1] if gather else groups:
-        for choice in group:
+        fitting, bounds, memo = [], {}, {}
+        for index, choice in enumerate(group):
             if choice.order == "chunks" and (choice.whole or not x_dram):
                 continue
             tiles = _tile_count(shape, choice)
             buffers = _buffers(shape, choice, ctx, x_dram, y_dram, tiles, gather)
             if working_set(list(buffers.values())) > ctx.budget:
                 continue
+            if pieces is None:  # (raising where the first build would)
+                pieces = layer_pieces(op, shape, ctx)
             # choices differing only in weight residency or loop order issue the same MAC and
             # vector instructions (their DMA work and addresses differ): one busy-time bound
             same_work = (choice.band, choice.chunk, choice.cin, choice.vector)
-            if fastest is not None and busy.get(same_work, 0) > fastest * (1 + TRAFFIC_SLACK):
-                continue  # as below, without building it
+            if same_work not in bounds or gather is not None:  # (a gather's work follows the order)
+                bounds[same_work] = busy_bound(op, ctx, shape, choice, pieces, gather, memo)
+            fitting.append((bounds[same_work], index, choice))
+        scored: list[tuple[int, int, int, Choice]] = []
+        fastest = None
+        for bound, index, choice in sorted(fitting, key=lambda f: f[:2]):
+            if fastest is not None and bound > fastest * (1 + TRAFFIC_SLACK):
+                break  # outside the slack of the fastest however its events overlap: all after it too
             plan, events = build_mac(op, ctx, shape, choice, gather)
-            busy[same_work] = _busy_bound(events)
-            if fastest is not None and busy[same_work] > fastest * (1 + TRAFFIC_SLACK):
-                continue  # outside the slack of the fastest so far however its events overlap
             cycles = events.estimate(Clock())
             fastest = cycles if fastest is None else min(fastest, cycles)
-            scored.append((cycles, plan.dram_read_bytes + plan.dram_write_bytes, choice))
+            scored.append((index, cycles, plan.dram_read_bytes + plan.dram_write_bytes, choice))
         if scored:
-            break
-    if not scored:
-        raise LowerError(f"layer '{op.name}': no tiling fits the {ctx.budget} bytes of SRAM left for it")
-    return _least_traffic(scored)
+            return _least_traffic([(cycles, moved, choice) for _, cycles, moved, choice in sorted(scored)])
+    raise LowerError(f"layer '{op.name}': no tiling fits the {ctx.budget} bytes of SRAM left for it")
 
 
 def _busy_bound(events: Events) -> int:
     """A lower bound of the estimate's cycles: the MAC array and the vector unit each run
     their events one after the other (estimate.py pipeline), so the layer takes at least
-    either's total."""
+    either's total. The search takes it from the shape (mac_bound.busy_bound), equal to this
+    (tests/lower/test_mac_bound.py)."""
     busy = dict.fromkeys((Unit.MAC, Unit.VEC), 0)
     for event in events.events:
         if event.unit in busy:
@@ -380,7 +398,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     tile_list = _tiles(shape, choice, parts)
     bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list), gather)
     blob_name = f"blob{ctx.index}.weights"
-    pieces = pieces_of(shape, ctx) if isinstance(op, vops.Conv) else [Piece((0, 1), (0, shape.oh))]
+    pieces = layer_pieces(op, shape, ctx)
     blocks, blob = _pack(op, shape, parts, mode, blob_name, pieces)
     plan = OpPlan(op, ctx.index, list(bufs.values()), choice=_describe(choice, shape, parts), blob=blob)
     plan.macs = shape.n * shape.oh * shape.ow * shape.cout * shape.kernel[0] * shape.kernel[1] * shape.cin_g
