@@ -23,6 +23,7 @@ tile's input band goes ahead of the store of the tile two before it (tiling.STOR
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -117,9 +118,7 @@ def pieces_of(shape: MacShape, ctx: Context) -> list[Piece]:
     instruction's limits (kernel_split.py). A conv whose left or right padding needs its
     input staged is tile_im2col.PaddedBand's, not the conv's own."""
     kernel_max, pad_max = conv_limits(ctx.target)
-    in_hw, out_hw = (shape.h, shape.w), (shape.oh, shape.ow)
-    geometry = (shape.kernel, shape.pads, shape.strides, shape.dilation, in_hw, out_hw)
-    split = conv_pieces(*geometry, kernel_max, pad_max)
+    split = _conv_pieces(shape, kernel_max, pad_max)
     if split is None or split.staged:
         raise LowerError(
             f"kernel {shape.kernel[0]}x{shape.kernel[1]} with padding {list(shape.pads)}: no sub-kernels "
@@ -127,6 +126,15 @@ def pieces_of(shape: MacShape, ctx: Context) -> list[Piece]:
             + (" without staging its input" if split is not None else "")
         )
     return split.pieces
+
+
+@lru_cache(maxsize=1024)
+def _conv_pieces(shape: MacShape, kernel_max: int, pad_max: int):
+    """kernel_split.conv_pieces of the shape (by the shape and the limits alone: memoised,
+    every candidate's build asks)."""
+    in_hw, out_hw = (shape.h, shape.w), (shape.oh, shape.ow)
+    geometry = (shape.kernel, shape.pads, shape.strides, shape.dilation, in_hw, out_hw)
+    return conv_pieces(*geometry, kernel_max, pad_max)
 
 
 def layer_pieces(op: vops.Conv | vops.Dense, shape: MacShape, ctx: Context) -> list[Piece]:
@@ -151,20 +159,25 @@ def weights_ohwi(op: vops.Conv | vops.Dense) -> np.ndarray:
     return op.weights
 
 
-def chunks(shape: MacShape, choice: Choice) -> list[Chunk]:
+def chunks(shape: MacShape, choice: Choice) -> tuple[Chunk, ...]:
+    """The output channel chunks of a choice, with their input channel steps (by the shape
+    and the choice's chunk and step sizes alone: memoised, a search asks for them per
+    candidate several times)."""
+    return _chunks(shape, choice.chunk, choice.cin)
+
+
+@lru_cache(maxsize=4096)
+def _chunks(shape: MacShape, chunk: int, cin: int) -> tuple[Chunk, ...]:
     if shape.groups == 1:
-        steps = tuple((c, min(shape.cin, c + choice.cin)) for c in range(0, shape.cin, choice.cin))
-        return [
-            Chunk((o, min(shape.cout, o + choice.chunk)), steps, 1)
-            for o in range(0, shape.cout, choice.chunk)
-        ]
+        steps = tuple((c, min(shape.cin, c + cin)) for c in range(0, shape.cin, cin))
+        return tuple(Chunk((o, min(shape.cout, o + chunk)), steps, 1) for o in range(0, shape.cout, chunk))
     found = []
-    for g in range(0, shape.groups, choice.chunk):
-        g1 = min(shape.groups, g + choice.chunk)
+    for g in range(0, shape.groups, chunk):
+        g1 = min(shape.groups, g + chunk)
         found.append(
             Chunk((g * shape.cout_g, g1 * shape.cout_g), ((g * shape.cin_g, g1 * shape.cin_g),), g1 - g)
         )
-    return found
+    return tuple(found)
 
 
 def _block_bytes(
@@ -379,7 +392,7 @@ def min_mac_bytes(op: vops.Conv | vops.Dense, ctx: Context) -> int:
     return working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, 2).values()))
 
 
-def _tiles(shape: MacShape, choice: Choice, parts: list[Chunk]):
+def _tiles(shape: MacShape, choice: Choice, parts: tuple[Chunk, ...]):
     band_list = bands(shape.oh, choice.band)
     if choice.order == "rows":
         return [(n, b, j) for n in range(shape.n) for b in band_list for j in range(len(parts))]
@@ -592,7 +605,7 @@ def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, s
     )
 
 
-def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkernels: list[Piece]):
+def _pack(op, shape: MacShape, parts: tuple[Chunk, ...], mode: str, name: str, subkernels: list[Piece]):
     """{(chunk, step): (offset, weight bytes, block bytes, bias offset, params offset, piece
     offsets)}, the last three from the block's start, and the blob: every block contiguous,
     in (chunk, step) order, its sub-kernels' weights one after the other."""
@@ -624,7 +637,7 @@ def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkern
     return blocks, [(name, b"".join(pieces))]
 
 
-def _describe(choice: Choice, shape: MacShape, parts: list[Chunk]) -> dict:
+def _describe(choice: Choice, shape: MacShape, parts: tuple[Chunk, ...]) -> dict:
     described = {
         "rows_per_tile": min(choice.band, shape.oh),
         "channels_per_tile": max(c.out[1] - c.out[0] for c in parts),
