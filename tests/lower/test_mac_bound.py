@@ -1,5 +1,7 @@
 """The MAC planner's busy-time bound from a candidate's shape (mac_bound.busy_bound) is the
-one its events give (tile_mac._busy_bound: the MAC array's and the vector unit's totals),
+one its events give (mac_bound.events_bound: the MAC array's and the vector unit's totals,
+the MAC array's with the transfers before its first instruction and the requantisation and
+store after its last) and at most the candidate's estimate,
 for every candidate of every layer searched, on a spread of shapes: strided, dilated,
 grouped and depthwise convs (their vector-unit shares on vpu-plus), batches of two, a
 kernel past the conv limits (sub-kernels), channels-poor inputs (im2col gathers), a dense
@@ -12,7 +14,8 @@ import pytest
 
 from vpuc.compiler.lower.codegen import tile_mac
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
-from vpuc.compiler.lower.codegen.mac_bound import busy_bound
+from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.mac_bound import busy_bound, events_bound
 from vpuc.targets import load_target
 
 from .conftest import Builder, with_sram
@@ -85,9 +88,10 @@ def test_bound_from_the_shape_is_the_events_bound(build, target, sram, monkeypat
                 if choice.order == "chunks" and (choice.whole or not x_dram):
                     continue
                 _, events = tile_mac.build_mac(op, ctx, shape, choice, gather)
-                expected = tile_mac._busy_bound(events)
+                expected = events_bound(events)
                 assert busy_bound(op, ctx, shape, choice, pieces, gather, memo) == expected, (op.name, choice)
                 assert busy_bound(op, ctx, shape, choice, pieces, gather) == expected  # without the memo
+                assert expected <= events.estimate(Clock()), (op.name, choice)  # a bound: sound to prune on
                 compared += 1
                 splits.add(choice.vector)
                 cin_steps = max(cin_steps, -(-shape.cin // choice.cin))

@@ -17,24 +17,58 @@ from __future__ import annotations
 
 from collections import Counter
 
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, column_window
 from vpuc.compiler.lower.codegen.plan import Addr, Spec
-from vpuc.compiler.lower.codegen.tiling import UNIT_OF_OPCODE, Context, Events, bands, halo, spec_cycles
-from vpuc.targets.isa.formats import Conv, Requant, Unit
+from vpuc.compiler.lower.codegen.tiling import (
+    UNIT_OF_OPCODE,
+    Context,
+    Events,
+    bands,
+    halo,
+    spec_cycles,
+    spec_transfers,
+)
+from vpuc.targets.isa.cost import issue_overlap
+from vpuc.targets.isa.formats import Conv, Opcode, Requant, Unit
 
 
 def busy_bound(op, ctx: Context, shape, choice, pieces: list[Piece], gather=None, memo=None) -> int:
-    """max(MAC array total, vector unit total) over the events build_mac(op, ctx, shape,
-    choice, gather) would give, in cycles. `pieces`: the conv's sub-kernels (pieces_of).
-    `memo` (a dict, one per search) keeps each distinct instruction's and band's cycles."""
-    from vpuc.compiler.lower.codegen.tile_mac import chunks, unit_rows  # (tile_mac imports this)
+    """events_bound of the events build_mac(op, ctx, shape, choice, gather) would
+    give, in cycles: max(the MAC array's time, the vector unit's total), the MAC array's
+    time its total with what must come before its first instruction and after its last
+    (mac_ends). `pieces`: the conv's sub-kernels (pieces_of). `memo` (a dict, one per
+    search) keeps each distinct instruction's, band's and (band, chunk, step, split)'s
+    cycles: choices differing only in weight residency or loop order issue the same MAC
+    and vector instructions (their DMA work differs, and a gather's follows the order)."""
+    from vpuc.compiler.lower.codegen.tile_mac import chunks  # (tile_mac imports this module)
 
     memo = {} if memo is None else memo
-    busy = {Unit.MAC: 0, Unit.VEC: 0}
+    work = ("work", choice.band, choice.chunk, choice.cin, choice.vector)
+    if work not in memo:
+        memo[work] = _work(op, ctx, shape, choice, pieces, memo)
+    mac, vec, mac_bands = memo[work]
+    busy = {Unit.MAC: mac, Unit.VEC: vec}
     parts = chunks(shape, choice)
+    if gather is not None:
+        _gathered(ctx, shape, choice, parts, gather, busy, memo)
+    if busy[Unit.MAC]:
+        busy[Unit.MAC] += sum(mac_ends(op, ctx, shape, choice, parts, mac_bands, gather, memo))
+    return max(busy.values())
+
+
+def _work(op, ctx: Context, shape, choice, pieces: list[Piece], memo: dict) -> tuple[int, int, frozenset]:
+    """(MAC array total, vector unit total, the bands with MAC instructions) of the layer's
+    conv, vconv and requantisation instructions."""
+    from vpuc.compiler.lower.codegen.tile_mac import chunks, unit_rows
+
+    busy = {Unit.MAC: 0, Unit.VEC: 0}
+    mac_bands = set()
     # chunks alike in output width, groups and input steps issue the same instructions
-    kinds = Counter((c.out[1] - c.out[0], c.groups, tuple(s1 - s0 for s0, s1 in c.steps)) for c in parts)
-    kh, sh, dh = shape.kernel[0], shape.strides[0], shape.dilation[0]
+    kinds = Counter(
+        (c.out[1] - c.out[0], c.groups, tuple(s1 - s0 for s0, s1 in c.steps)) for c in chunks(shape, choice)
+    )
     for r0, r1 in bands(shape.oh, choice.band):
         for (width, groups, steps), count in kinds.items():
             for k, cin in enumerate(steps):
@@ -48,15 +82,66 @@ def busy_bound(op, ctx: Context, shape, choice, pieces: list[Piece], gather=None
                         key = ("conv", opcode, geometry)
                         if key not in memo:
                             memo[key] = _conv_cycles(op, ctx, shape, pieces[p], opcode, geometry)
-                        busy[UNIT_OF_OPCODE.get(opcode, Unit.VEC)] += count * shape.n * memo[key]
+                        unit = UNIT_OF_OPCODE.get(opcode, Unit.VEC)
+                        busy[unit] += count * shape.n * memo[key]
+                        if unit == Unit.MAC:
+                            mac_bands.add((r0, r1))
             key = ("requant", (r1 - r0) * shape.ow, width)
             if key not in memo:
                 fields = dict(src=Addr("acc"), params=Addr("w"), dst=Addr("out"), pixels=key[1])
                 memo[key] = spec_cycles(Spec(Requant, {**fields, "channels": width}), ctx.target)
             busy[Unit.VEC] += count * shape.n * memo[key]
+    return busy[Unit.MAC], busy[Unit.VEC], frozenset(mac_bands)
+
+
+def mac_ends(op, ctx: Context, shape, choice, parts, mac_bands: set, gather, memo: dict) -> tuple[int, int]:
+    """(head, tail): the MAC array's first instruction waits for its weights and input band
+    (each transfer at least its own cycles after the layer's start), its last is followed by
+    its tile's requantisation and, for an output in DRAM, that tile's store; each may issue
+    issue_overlap cycles before what it waits for ends (estimate.pipeline)."""
+    from vpuc.compiler.lower.codegen.tile_mac import _block_bytes, _tiles, rows_view
+
+    overlap = issue_overlap(ctx.hw)
+    tiles = [(n, b, j) for n, b, j in _tiles(shape, choice, parts) if b in mac_bands]
+    n, (r0, r1), j = tiles[0]
+    chunk = parts[j]
+    mode = ctx.target.numerics.requant
+    blocks = [
+        (c, s, k == len(c.steps) - 1)
+        for c in (parts if choice.whole else [chunk])
+        for k, s in enumerate(c.steps)
+    ]
+    w_bytes = sum(
+        _block_bytes(shape, c, s, last, mode)[1] for c, s, last in (blocks if choice.whole else blocks[:1])
+    )
+    blob = Addr(f"blob{ctx.index}.weights")
+    waits = [_longest(ctx, [transfer.contiguous(Opcode.LOAD, blob, Addr("w"), w_bytes)])]
+    x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
+    if isinstance(op, vops.Dense):
+        x_view, y_view = rows_view(x_view), rows_view(y_view)
+    i0, i1, _, _ = halo(
+        (r0, r1), shape.h, shape.kernel[0], shape.strides[0], shape.dilation[0], shape.pads[0]
+    )
     if gather is not None:
-        _gathered(ctx, shape, choice, parts, gather, busy, memo, kh, sh, dh)
-    return max(busy.values())
+        waits.append(memo[("gather", n, i0, i1)][None])
+    elif ctx.in_dram(op.inputs[0]):
+        waits.append(
+            _longest(ctx, transfer.band(Opcode.LOAD, x_view, n, (i0, i1), chunk.steps[0], Addr("in")))
+        )
+    head = max(0, max(waits) - overlap)
+    n, (r0, r1), j = tiles[-1]
+    o0, o1 = parts[j].out
+    tail = memo[("requant", (r1 - r0) * shape.ow, o1 - o0)] - overlap
+    if ctx.in_dram(op.output):
+        tail += (
+            _longest(ctx, transfer.band(Opcode.STORE, y_view, n, (r0, r1), (o0, o1), Addr("out"))) - overlap
+        )
+    return head, tail
+
+
+def _longest(ctx: Context, specs) -> int:
+    """The least cycles a DMA event of these transfers takes: its longest transfer's."""
+    return max(spec_cycles(spec, ctx.target) for spec in specs)
 
 
 def _conv_cycles(op, ctx: Context, shape, piece: Piece, opcode, geometry) -> int:
@@ -95,9 +180,10 @@ def _conv_cycles(op, ctx: Context, shape, piece: Piece, opcode, geometry) -> int
     return spec_cycles(Spec(Conv, fields), ctx.target)
 
 
-def _gathered(ctx: Context, shape, choice, parts, gather, busy: dict, memo: dict, kh, sh, dh) -> None:
+def _gathered(ctx: Context, shape, choice, parts, gather, busy: dict, memo: dict) -> None:
     """Add a gather's MAC and vector work: build_mac calls it once per input band that
     differs from the one before (in the candidate's loop order), never split by channel."""
+    kh, sh, dh = shape.kernel[0], shape.strides[0], shape.dilation[0]
     band_list = bands(shape.oh, choice.band)
     if choice.order == "rows":
         tiles = [(n, b) for n in range(shape.n) for b in band_list for _ in parts]
@@ -113,6 +199,53 @@ def _gathered(ctx: Context, shape, choice, parts, gather, busy: dict, memo: dict
         if key not in memo:
             ev = Events(ctx)
             gather(ev, n, (i0, i1), Addr("in"), 0)
-            memo[key] = {unit: sum(e.cycles for e in ev.events if e.unit == unit) for unit in busy}
-        for unit, cycles in memo[key].items():
-            busy[unit] += cycles
+            found = {unit: sum(e.cycles for e in ev.events if e.unit == unit) for unit in busy}
+            last = ev.events[-1]  # what writes the tile last, that the conv waits for
+            found[None] = _longest(ctx, last.specs) if last.unit == Unit.DMA else last.cycles
+            memo[key] = found
+        for unit in busy:
+            busy[unit] += memo[key][unit]
+
+
+def events_bound(events: Events) -> int:
+    """The search's lower bound of a candidate's estimate (a fresh clock): _busy_bound, the
+    MAC array's total with what must come before its first event (the events writing its
+    weights and input, each at least its longest transfer's cycles) and after its last (the
+    first event reading its accumulators, the requantisation, and the first reading what
+    that writes, the store), each of which may issue issue_overlap cycles early
+    (estimate.pipeline). The search takes it from the shape (busy_bound), equal
+    to this (tests/lower/test_mac_bound.py)."""
+    busy = dict.fromkeys((Unit.MAC, Unit.VEC), 0)
+    for event in events.events:
+        if event.unit in busy:
+            busy[event.unit] += event.cycles
+    if busy[Unit.MAC]:
+        busy[Unit.MAC] += sum(_events_ends(events))
+    return max(busy.values())
+
+
+def _events_ends(events: Events) -> tuple[int, int]:
+    """(head, tail) of events_bound."""
+    evs, target = events.events, events.ctx.target
+    overlap = issue_overlap(target.hardware)
+
+    def least(event) -> int:
+        return max(c for _, c in spec_transfers(event, target)) if event.unit == Unit.DMA else event.cycles
+
+    macs = [i for i, e in enumerate(evs) if e.unit == Unit.MAC]
+    first, last = macs[0], macs[-1]
+    writers = {}
+    for event in evs[:first]:
+        for key in event.writes:
+            writers[key] = event
+    loads = [writers[key] for key in evs[first].reads if key[0].endswith((".in", ".w")) and key in writers]
+    head = max(0, max([least(e) for e in loads], default=0) - overlap)
+    after = [e for e in evs[last + 1 :] if set(e.reads) & set(evs[last].writes)]
+    if not after:
+        return head, 0
+    requant = after[0]
+    tail = requant.cycles - overlap
+    stores = [e for e in evs[last + 1 :] if set(e.reads) & set(requant.writes)]
+    if stores:
+        tail += least(stores[0]) - overlap
+    return head, tail

@@ -315,7 +315,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
 
     Only the candidates that may be within the slack are built and estimated: every fitting
     candidate's busy-time bound comes first, from its shape (mac_bound.py: what
-    _busy_bound(events) gives, without the events), and they are built in the order of it,
+    mac_bound.events_bound gives, without the events), and they are built in the order of it,
     the least first, until the bound passes the fastest estimated so far by more than the
     slack (so do all after it, and the estimate is never below the bound). What is built is
     every candidate within the slack of the fastest, whatever the order, so the choice is
@@ -324,7 +324,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
     pieces = None
     groups = _choices(shape, ctx)
     for group in groups[:1] if gather else groups:
-        fitting, bounds, memo = [], {}, {}
+        fitting, memo = [], {}
         for index, choice in enumerate(group):
             if choice.order == "chunks" and (choice.whole or not x_dram):
                 continue
@@ -334,12 +334,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
                 continue
             if pieces is None:  # (raising where the first build would)
                 pieces = layer_pieces(op, shape, ctx)
-            # choices differing only in weight residency or loop order issue the same MAC and
-            # vector instructions (their DMA work and addresses differ): one busy-time bound
-            same_work = (choice.band, choice.chunk, choice.cin, choice.vector)
-            if same_work not in bounds or gather is not None:  # (a gather's work follows the order)
-                bounds[same_work] = busy_bound(op, ctx, shape, choice, pieces, gather, memo)
-            fitting.append((bounds[same_work], index, choice))
+            fitting.append((busy_bound(op, ctx, shape, choice, pieces, gather, memo), index, choice))
         scored: list[tuple[int, int, int, Choice]] = []
         fastest = None
         for bound, index, choice in sorted(fitting, key=lambda f: f[:2]):
@@ -357,8 +352,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
 def _busy_bound(events: Events) -> int:
     """A lower bound of the estimate's cycles: the MAC array and the vector unit each run
     their events one after the other (estimate.py pipeline), so the layer takes at least
-    either's total. The search takes it from the shape (mac_bound.busy_bound), equal to this
-    (tests/lower/test_mac_bound.py)."""
+    either's total."""
     busy = dict.fromkeys((Unit.MAC, Unit.VEC), 0)
     for event in events.events:
         if event.unit in busy:
