@@ -94,48 +94,53 @@ def _work(op, ctx: Context, shape, choice, pieces: list[Piece], memo: dict) -> t
     return busy[Unit.MAC], busy[Unit.VEC], frozenset(mac_bands)
 
 
-def mac_ends(op, ctx: Context, shape, choice, parts, mac_bands: set, gather, memo: dict) -> tuple[int, int]:
+def mac_ends(
+    op, ctx: Context, shape, choice, parts, mac_bands: frozenset, gather, memo: dict
+) -> tuple[int, int]:
     """(head, tail): the MAC array's first instruction waits for its weights and input band
     (each transfer at least its own cycles after the layer's start), its last is followed by
     its tile's requantisation and, for an output in DRAM, that tile's store; each may issue
-    issue_overlap cycles before what it waits for ends (estimate.pipeline)."""
-    from vpuc.compiler.lower.codegen.tile_mac import _block_bytes, _tiles, rows_view
+    issue_overlap cycles before what it waits for ends (estimate.pipeline). In either loop
+    order the first tile with MAC work is image 0's first such band in chunk 0, the last
+    the last image's last such band in the last chunk."""
+    from vpuc.compiler.lower.codegen.tile_mac import _block_bytes, rows_view
 
     overlap = issue_overlap(ctx.hw)
-    tiles = [(n, b, j) for n, b, j in _tiles(shape, choice, parts) if b in mac_bands]
-    n, (r0, r1), j = tiles[0]
-    chunk = parts[j]
+    with_mac = [band for band in bands(shape.oh, choice.band) if band in mac_bands]
+    chunk = parts[0]
     mode = ctx.target.numerics.requant
-    blocks = [
-        (c, s, k == len(c.steps) - 1)
-        for c in (parts if choice.whole else [chunk])
-        for k, s in enumerate(c.steps)
-    ]
-    w_bytes = sum(
-        _block_bytes(shape, c, s, last, mode)[1] for c, s, last in (blocks if choice.whole else blocks[:1])
-    )
-    blob = Addr(f"blob{ctx.index}.weights")
-    waits = [_longest(ctx, [transfer.contiguous(Opcode.LOAD, blob, Addr("w"), w_bytes)])]
+    if choice.whole:
+        blocks = [(c, s, k == len(c.steps) - 1) for c in parts for k, s in enumerate(c.steps)]
+    else:
+        blocks = [(chunk, chunk.steps[0], len(chunk.steps) == 1)]
+    w_bytes = sum(_block_bytes(shape, c, s, last, mode)[1] for c, s, last in blocks)
+    if ("weights", w_bytes) not in memo:
+        load = transfer.contiguous(Opcode.LOAD, Addr(f"blob{ctx.index}.weights"), Addr("w"), w_bytes)
+        memo[("weights", w_bytes)] = _longest(ctx, [load])
+    waits = [memo[("weights", w_bytes)]]
     x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
     if isinstance(op, vops.Dense):
         x_view, y_view = rows_view(x_view), rows_view(y_view)
-    i0, i1, _, _ = halo(
-        (r0, r1), shape.h, shape.kernel[0], shape.strides[0], shape.dilation[0], shape.pads[0]
-    )
+    kernel, stride, dilation = shape.kernel[0], shape.strides[0], shape.dilation[0]
+    i0, i1, _, _ = halo(with_mac[0], shape.h, kernel, stride, dilation, shape.pads[0])
     if gather is not None:
-        waits.append(memo[("gather", n, i0, i1)][None])
+        waits.append(memo[("gather", 0, i0, i1)][None])
     elif ctx.in_dram(op.inputs[0]):
-        waits.append(
-            _longest(ctx, transfer.band(Opcode.LOAD, x_view, n, (i0, i1), chunk.steps[0], Addr("in")))
-        )
+        key = ("load", i0, i1, chunk.steps[0])
+        if key not in memo:
+            memo[key] = _longest(
+                ctx, transfer.band(Opcode.LOAD, x_view, 0, (i0, i1), chunk.steps[0], Addr("in"))
+            )
+        waits.append(memo[key])
     head = max(0, max(waits) - overlap)
-    n, (r0, r1), j = tiles[-1]
-    o0, o1 = parts[j].out
+    (r0, r1), (o0, o1) = with_mac[-1], parts[-1].out
     tail = memo[("requant", (r1 - r0) * shape.ow, o1 - o0)] - overlap
     if ctx.in_dram(op.output):
-        tail += (
-            _longest(ctx, transfer.band(Opcode.STORE, y_view, n, (r0, r1), (o0, o1), Addr("out"))) - overlap
-        )
+        key = ("store", r0, r1, o0, o1)
+        if key not in memo:
+            band = transfer.band(Opcode.STORE, y_view, shape.n - 1, (r0, r1), (o0, o1), Addr("out"))
+            memo[key] = _longest(ctx, band)
+        tail += memo[key] - overlap
     return head, tail
 
 
