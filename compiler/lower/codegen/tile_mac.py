@@ -23,6 +23,7 @@ tile's input band goes ahead of the store of the tile two before it (tiling.STOR
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from vpuc.compiler.lower.codegen.kernel_split import (
     conv_limits,
     conv_pieces,
 )
+from vpuc.compiler.lower.codegen.mac_bound import busy_bound
 from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
     STORE_KEY,
@@ -116,9 +118,7 @@ def pieces_of(shape: MacShape, ctx: Context) -> list[Piece]:
     instruction's limits (kernel_split.py). A conv whose left or right padding needs its
     input staged is tile_im2col.PaddedBand's, not the conv's own."""
     kernel_max, pad_max = conv_limits(ctx.target)
-    in_hw, out_hw = (shape.h, shape.w), (shape.oh, shape.ow)
-    geometry = (shape.kernel, shape.pads, shape.strides, shape.dilation, in_hw, out_hw)
-    split = conv_pieces(*geometry, kernel_max, pad_max)
+    split = _conv_pieces(shape, kernel_max, pad_max)
     if split is None or split.staged:
         raise LowerError(
             f"kernel {shape.kernel[0]}x{shape.kernel[1]} with padding {list(shape.pads)}: no sub-kernels "
@@ -126,6 +126,20 @@ def pieces_of(shape: MacShape, ctx: Context) -> list[Piece]:
             + (" without staging its input" if split is not None else "")
         )
     return split.pieces
+
+
+@lru_cache(maxsize=1024)
+def _conv_pieces(shape: MacShape, kernel_max: int, pad_max: int):
+    """kernel_split.conv_pieces of the shape (by the shape and the limits alone: memoised,
+    every candidate's build asks)."""
+    in_hw, out_hw = (shape.h, shape.w), (shape.oh, shape.ow)
+    geometry = (shape.kernel, shape.pads, shape.strides, shape.dilation, in_hw, out_hw)
+    return conv_pieces(*geometry, kernel_max, pad_max)
+
+
+def layer_pieces(op: vops.Conv | vops.Dense, shape: MacShape, ctx: Context) -> list[Piece]:
+    """A conv's sub-kernels (pieces_of); a dense layer's one piece, its M rows."""
+    return pieces_of(shape, ctx) if isinstance(op, vops.Conv) else [Piece((0, 1), (0, shape.oh))]
 
 
 def rows_view(view: View) -> View:
@@ -145,20 +159,25 @@ def weights_ohwi(op: vops.Conv | vops.Dense) -> np.ndarray:
     return op.weights
 
 
-def chunks(shape: MacShape, choice: Choice) -> list[Chunk]:
+def chunks(shape: MacShape, choice: Choice) -> tuple[Chunk, ...]:
+    """The output channel chunks of a choice, with their input channel steps (by the shape
+    and the choice's chunk and step sizes alone: memoised, a search asks for them per
+    candidate several times)."""
+    return _chunks(shape, choice.chunk, choice.cin)
+
+
+@lru_cache(maxsize=4096)
+def _chunks(shape: MacShape, chunk: int, cin: int) -> tuple[Chunk, ...]:
     if shape.groups == 1:
-        steps = tuple((c, min(shape.cin, c + choice.cin)) for c in range(0, shape.cin, choice.cin))
-        return [
-            Chunk((o, min(shape.cout, o + choice.chunk)), steps, 1)
-            for o in range(0, shape.cout, choice.chunk)
-        ]
+        steps = tuple((c, min(shape.cin, c + cin)) for c in range(0, shape.cin, cin))
+        return tuple(Chunk((o, min(shape.cout, o + chunk)), steps, 1) for o in range(0, shape.cout, chunk))
     found = []
-    for g in range(0, shape.groups, choice.chunk):
-        g1 = min(shape.groups, g + choice.chunk)
+    for g in range(0, shape.groups, chunk):
+        g1 = min(shape.groups, g + chunk)
         found.append(
             Chunk((g * shape.cout_g, g1 * shape.cout_g), ((g * shape.cin_g, g1 * shape.cin_g),), g1 - g)
         )
-    return found
+    return tuple(found)
 
 
 def _block_bytes(
@@ -292,36 +311,42 @@ def _placed(view: View) -> tuple:
 
 
 def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gather=None) -> Choice:
-    """The choice moving the fewest bytes within TRAFFIC_SLACK of the fastest that fits."""
-    scored: list[tuple[int, int, Choice]] = []
-    fastest = None
-    busy: dict[tuple, int] = {}  # the busy-time bound per (band, chunk, cin, vector)
+    """The choice moving the fewest bytes within TRAFFIC_SLACK of the fastest that fits.
+
+    Only the candidates that may be within the slack are built and estimated: every fitting
+    candidate's busy-time bound comes first, from its shape (mac_bound.py: what
+    mac_bound.events_bound gives, without the events), and they are built in the order of it,
+    the least first, until the bound passes the fastest estimated so far by more than the
+    slack (so do all after it, and the estimate is never below the bound). What is built is
+    every candidate within the slack of the fastest, whatever the order, so the choice is
+    the one estimating every candidate gives; the ranking's ties go to the earliest in
+    _choices' order, as they did."""
+    pieces = None
     groups = _choices(shape, ctx)
     for group in groups[:1] if gather else groups:
-        for choice in group:
+        fitting, memo = [], {}
+        for index, choice in enumerate(group):
             if choice.order == "chunks" and (choice.whole or not x_dram):
                 continue
             tiles = _tile_count(shape, choice)
             buffers = _buffers(shape, choice, ctx, x_dram, y_dram, tiles, gather)
             if working_set(list(buffers.values())) > ctx.budget:
                 continue
-            # choices differing only in weight residency or loop order issue the same MAC and
-            # vector instructions (their DMA work and addresses differ): one busy-time bound
-            same_work = (choice.band, choice.chunk, choice.cin, choice.vector)
-            if fastest is not None and busy.get(same_work, 0) > fastest * (1 + TRAFFIC_SLACK):
-                continue  # as below, without building it
+            if pieces is None:  # (raising where the first build would)
+                pieces = layer_pieces(op, shape, ctx)
+            fitting.append((busy_bound(op, ctx, shape, choice, pieces, gather, memo), index, choice))
+        scored: list[tuple[int, int, int, Choice]] = []
+        fastest = None
+        for bound, index, choice in sorted(fitting, key=lambda f: f[:2]):
+            if fastest is not None and bound > fastest * (1 + TRAFFIC_SLACK):
+                break  # outside the slack of the fastest however its events overlap: all after it too
             plan, events = build_mac(op, ctx, shape, choice, gather)
-            busy[same_work] = _busy_bound(events)
-            if fastest is not None and busy[same_work] > fastest * (1 + TRAFFIC_SLACK):
-                continue  # outside the slack of the fastest so far however its events overlap
             cycles = events.estimate(Clock())
             fastest = cycles if fastest is None else min(fastest, cycles)
-            scored.append((cycles, plan.dram_read_bytes + plan.dram_write_bytes, choice))
+            scored.append((index, cycles, plan.dram_read_bytes + plan.dram_write_bytes, choice))
         if scored:
-            break
-    if not scored:
-        raise LowerError(f"layer '{op.name}': no tiling fits the {ctx.budget} bytes of SRAM left for it")
-    return _least_traffic(scored)
+            return _least_traffic([(cycles, moved, choice) for _, cycles, moved, choice in sorted(scored)])
+    raise LowerError(f"layer '{op.name}': no tiling fits the {ctx.budget} bytes of SRAM left for it")
 
 
 def _busy_bound(events: Events) -> int:
@@ -361,7 +386,7 @@ def min_mac_bytes(op: vops.Conv | vops.Dense, ctx: Context) -> int:
     return working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, 2).values()))
 
 
-def _tiles(shape: MacShape, choice: Choice, parts: list[Chunk]):
+def _tiles(shape: MacShape, choice: Choice, parts: tuple[Chunk, ...]):
     band_list = bands(shape.oh, choice.band)
     if choice.order == "rows":
         return [(n, b, j) for n in range(shape.n) for b in band_list for j in range(len(parts))]
@@ -380,7 +405,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     tile_list = _tiles(shape, choice, parts)
     bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list), gather)
     blob_name = f"blob{ctx.index}.weights"
-    pieces = pieces_of(shape, ctx) if isinstance(op, vops.Conv) else [Piece((0, 1), (0, shape.oh))]
+    pieces = layer_pieces(op, shape, ctx)
     blocks, blob = _pack(op, shape, parts, mode, blob_name, pieces)
     plan = OpPlan(op, ctx.index, list(bufs.values()), choice=_describe(choice, shape, parts), blob=blob)
     plan.macs = shape.n * shape.oh * shape.ow * shape.cout * shape.kernel[0] * shape.kernel[1] * shape.cin_g
@@ -574,7 +599,7 @@ def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, s
     )
 
 
-def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkernels: list[Piece]):
+def _pack(op, shape: MacShape, parts: tuple[Chunk, ...], mode: str, name: str, subkernels: list[Piece]):
     """{(chunk, step): (offset, weight bytes, block bytes, bias offset, params offset, piece
     offsets)}, the last three from the block's start, and the blob: every block contiguous,
     in (chunk, step) order, its sub-kernels' weights one after the other."""
@@ -606,7 +631,7 @@ def _pack(op, shape: MacShape, parts: list[Chunk], mode: str, name: str, subkern
     return blocks, [(name, b"".join(pieces))]
 
 
-def _describe(choice: Choice, shape: MacShape, parts: list[Chunk]) -> dict:
+def _describe(choice: Choice, shape: MacShape, parts: tuple[Chunk, ...]) -> dict:
     described = {
         "rows_per_tile": min(choice.band, shape.oh),
         "channels_per_tile": max(c.out[1] - c.out[0] for c in parts),

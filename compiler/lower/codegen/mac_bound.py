@@ -1,0 +1,256 @@
+"""The MAC planner's busy-time bound of a candidate, from its shape, before its events exist.
+
+tile_mac._search skips a candidate whose MAC array's or vector unit's total busy time
+already puts it outside TRAFFIC_SLACK of the fastest found: the estimate runs each unit's
+events one after the other, so the layer takes at least either's total (tile_mac.busy_of).
+Measured on the events, that bound cost a whole build (weights packed, every transfer and
+instruction generated) for each candidate it then threw away. Here it is the same sums
+without them: the conv and vconv instructions of every (band, chunk, input step, kernel
+piece, unit share) and the requantisation of every tile, costed by the ISA's functions
+(tiling.spec_cycles, the figures the events carry), counted by how often build_mac issues
+them; with a gather (tile_im2col.py) also its vector work per input band it fills.
+
+tests/lower/test_mac_bound.py holds this to the events' bound on a spread of shapes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import transfer
+from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, column_window
+from vpuc.compiler.lower.codegen.plan import Addr, Spec
+from vpuc.compiler.lower.codegen.tiling import (
+    UNIT_OF_OPCODE,
+    Context,
+    Events,
+    bands,
+    halo,
+    spec_cycles,
+    spec_transfers,
+)
+from vpuc.targets.isa.cost import issue_overlap
+from vpuc.targets.isa.formats import Conv, Opcode, Requant, Unit
+
+
+def busy_bound(op, ctx: Context, shape, choice, pieces: list[Piece], gather=None, memo=None) -> int:
+    """events_bound of the events build_mac(op, ctx, shape, choice, gather) would
+    give, in cycles: max(the MAC array's time, the vector unit's total), the MAC array's
+    time its total with what must come before its first instruction and after its last
+    (mac_ends). `pieces`: the conv's sub-kernels (pieces_of). `memo` (a dict, one per
+    search) keeps each distinct instruction's, band's and (band, chunk, step, split)'s
+    cycles: choices differing only in weight residency or loop order issue the same MAC
+    and vector instructions (their DMA work differs, and a gather's follows the order)."""
+    from vpuc.compiler.lower.codegen.tile_mac import chunks  # (tile_mac imports this module)
+
+    memo = {} if memo is None else memo
+    work = ("work", choice.band, choice.chunk, choice.cin, choice.vector)
+    if work not in memo:
+        memo[work] = _work(op, ctx, shape, choice, pieces, memo)
+    mac, vec, mac_bands = memo[work]
+    busy = {Unit.MAC: mac, Unit.VEC: vec}
+    parts = chunks(shape, choice)
+    if gather is not None:
+        _gathered(ctx, shape, choice, parts, gather, busy, memo)
+    if busy[Unit.MAC]:
+        busy[Unit.MAC] += sum(mac_ends(op, ctx, shape, choice, parts, mac_bands, gather, memo))
+    return max(busy.values())
+
+
+def _work(op, ctx: Context, shape, choice, pieces: list[Piece], memo: dict) -> tuple[int, int, frozenset]:
+    """(MAC array total, vector unit total, the bands with MAC instructions) of the layer's
+    conv, vconv and requantisation instructions."""
+    from vpuc.compiler.lower.codegen.tile_mac import chunks, unit_rows
+
+    busy = {Unit.MAC: 0, Unit.VEC: 0}
+    mac_bands = set()
+    # chunks alike in output width, groups and input steps issue the same instructions
+    kinds = Counter(
+        (c.out[1] - c.out[0], c.groups, tuple(s1 - s0 for s0, s1 in c.steps)) for c in chunks(shape, choice)
+    )
+    for r0, r1 in bands(shape.oh, choice.band):
+        for (width, groups, steps), count in kinds.items():
+            for k, cin in enumerate(steps):
+                last = k == len(steps) - 1
+                for p, piece in enumerate(pieces):
+                    for (u0, u1), opcode, _ in unit_rows((r0, r1), choice.vector, ""):
+                        rows = (max(u0, piece.out[0]), min(u1, piece.out[1]))
+                        if rows[0] >= rows[1]:
+                            continue
+                        geometry = (rows, cin, width, groups, p, int(k > 0 or p > 0), int(last and p == 0))
+                        key = ("conv", opcode, geometry)
+                        if key not in memo:
+                            memo[key] = _conv_cycles(op, ctx, shape, pieces[p], opcode, geometry)
+                        unit = UNIT_OF_OPCODE.get(opcode, Unit.VEC)
+                        busy[unit] += count * shape.n * memo[key]
+                        if unit == Unit.MAC:
+                            mac_bands.add((r0, r1))
+            key = ("requant", (r1 - r0) * shape.ow, width)
+            if key not in memo:
+                fields = dict(src=Addr("acc"), params=Addr("w"), dst=Addr("out"), pixels=key[1])
+                memo[key] = spec_cycles(Spec(Requant, {**fields, "channels": width}), ctx.target)
+            busy[Unit.VEC] += count * shape.n * memo[key]
+    return busy[Unit.MAC], busy[Unit.VEC], frozenset(mac_bands)
+
+
+def mac_ends(
+    op, ctx: Context, shape, choice, parts, mac_bands: frozenset, gather, memo: dict
+) -> tuple[int, int]:
+    """(head, tail): the MAC array's first instruction waits for its weights and input band
+    (each transfer at least its own cycles after the layer's start), its last is followed by
+    its tile's requantisation and, for an output in DRAM, that tile's store; each may issue
+    issue_overlap cycles before what it waits for ends (estimate.pipeline). In either loop
+    order the first tile with MAC work is image 0's first such band in chunk 0, the last
+    the last image's last such band in the last chunk."""
+    from vpuc.compiler.lower.codegen.tile_mac import _block_bytes, rows_view
+
+    overlap = issue_overlap(ctx.hw)
+    with_mac = [band for band in bands(shape.oh, choice.band) if band in mac_bands]
+    chunk = parts[0]
+    mode = ctx.target.numerics.requant
+    if choice.whole:
+        blocks = [(c, s, k == len(c.steps) - 1) for c in parts for k, s in enumerate(c.steps)]
+    else:
+        blocks = [(chunk, chunk.steps[0], len(chunk.steps) == 1)]
+    w_bytes = sum(_block_bytes(shape, c, s, last, mode)[1] for c, s, last in blocks)
+    if ("weights", w_bytes) not in memo:
+        load = transfer.contiguous(Opcode.LOAD, Addr(f"blob{ctx.index}.weights"), Addr("w"), w_bytes)
+        memo[("weights", w_bytes)] = _longest(ctx, [load])
+    waits = [memo[("weights", w_bytes)]]
+    x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
+    if isinstance(op, vops.Dense):
+        x_view, y_view = rows_view(x_view), rows_view(y_view)
+    kernel, stride, dilation = shape.kernel[0], shape.strides[0], shape.dilation[0]
+    i0, i1, _, _ = halo(with_mac[0], shape.h, kernel, stride, dilation, shape.pads[0])
+    if gather is not None:
+        waits.append(memo[("gather", 0, i0, i1)][None])
+    elif ctx.in_dram(op.inputs[0]):
+        key = ("load", i0, i1, chunk.steps[0])
+        if key not in memo:
+            memo[key] = _longest(
+                ctx, transfer.band(Opcode.LOAD, x_view, 0, (i0, i1), chunk.steps[0], Addr("in"))
+            )
+        waits.append(memo[key])
+    head = max(0, max(waits) - overlap)
+    (r0, r1), (o0, o1) = with_mac[-1], parts[-1].out
+    tail = memo[("requant", (r1 - r0) * shape.ow, o1 - o0)] - overlap
+    if ctx.in_dram(op.output):
+        key = ("store", r0, r1, o0, o1)
+        if key not in memo:
+            band = transfer.band(Opcode.STORE, y_view, shape.n - 1, (r0, r1), (o0, o1), Addr("out"))
+            memo[key] = _longest(ctx, band)
+        tail += memo[key] - overlap
+    return head, tail
+
+
+def _longest(ctx: Context, specs) -> int:
+    """The least cycles a DMA event of these transfers takes: its longest transfer's."""
+    return max(spec_cycles(spec, ctx.target) for spec in specs)
+
+
+def _conv_cycles(op, ctx: Context, shape, piece: Piece, opcode, geometry) -> int:
+    """The cycles of one conv or vconv instruction of build_mac (tile_mac._conv_fields's
+    geometry; addresses, strides and zero point do not change an instruction's cost)."""
+    rows, cin, width, groups, _, accumulate, bias = geometry
+    (_, kw), (_, sw), (_, dw) = shape.kernel, shape.strides, shape.dilation
+    k0, k1 = piece.rows
+    p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, shape.strides[0], shape.dilation[0],
+                                   shape.pads[0] - k0 * shape.dilation[0])  # fmt: skip
+    fields = dict(in_w=shape.w, kernel_w=kw, pad_left=shape.pads[1], pad_right=shape.pads[3])
+    if piece.cols is not None:
+        g = ConvGeometry(shape.w, shape.ow, kw, sw, dw, shape.pads[1])
+        _, count, left, right = column_window(g, piece.cols)
+        fields = dict(in_w=count, kernel_w=piece.cols[1] - piece.cols[0], pad_left=left, pad_right=right)
+    fields.update(
+        opcode=opcode,
+        src=Addr("in"),
+        weights=Addr("w"),
+        dst=Addr("acc"),
+        in_h=p1 - p0,
+        in_c=cin,
+        out_c=width,
+        kernel_h=k1 - k0,
+        stride_h=shape.strides[0],
+        stride_w=sw,
+        dilation_h=shape.dilation[0],
+        dilation_w=dw,
+        pad_top=p_top,
+        pad_bottom=p_bottom,
+        groups=groups,
+        src_zp=op.in_q[0].zero_point,
+        with_bias=bias,
+        accumulate=accumulate,
+    )
+    return spec_cycles(Spec(Conv, fields), ctx.target)
+
+
+def _gathered(ctx: Context, shape, choice, parts, gather, busy: dict, memo: dict) -> None:
+    """Add a gather's MAC and vector work: build_mac calls it once per input band that
+    differs from the one before (in the candidate's loop order), never split by channel."""
+    kh, sh, dh = shape.kernel[0], shape.strides[0], shape.dilation[0]
+    band_list = bands(shape.oh, choice.band)
+    if choice.order == "rows":
+        tiles = [(n, b) for n in range(shape.n) for b in band_list for _ in parts]
+    else:
+        tiles = [(n, b) for _ in parts for n in range(shape.n) for b in band_list]
+    current = None
+    for n, band in tiles:
+        i0, i1, _, _ = halo(band, shape.h, kh, sh, dh, shape.pads[0])
+        if (n, i0, i1) == current:
+            continue
+        current = (n, i0, i1)
+        key = ("gather", n, i0, i1)
+        if key not in memo:
+            ev = Events(ctx)
+            gather(ev, n, (i0, i1), Addr("in"), 0)
+            found = {unit: sum(e.cycles for e in ev.events if e.unit == unit) for unit in busy}
+            last = ev.events[-1]  # what writes the tile last, that the conv waits for
+            found[None] = _longest(ctx, last.specs) if last.unit == Unit.DMA else last.cycles
+            memo[key] = found
+        for unit in busy:
+            busy[unit] += memo[key][unit]
+
+
+def events_bound(events: Events) -> int:
+    """The search's lower bound of a candidate's estimate (a fresh clock): _busy_bound, the
+    MAC array's total with what must come before its first event (the events writing its
+    weights and input, each at least its longest transfer's cycles) and after its last (the
+    first event reading its accumulators, the requantisation, and the first reading what
+    that writes, the store), each of which may issue issue_overlap cycles early
+    (estimate.pipeline). The search takes it from the shape (busy_bound), equal
+    to this (tests/lower/test_mac_bound.py)."""
+    busy = dict.fromkeys((Unit.MAC, Unit.VEC), 0)
+    for event in events.events:
+        if event.unit in busy:
+            busy[event.unit] += event.cycles
+    if busy[Unit.MAC]:
+        busy[Unit.MAC] += sum(_events_ends(events))
+    return max(busy.values())
+
+
+def _events_ends(events: Events) -> tuple[int, int]:
+    """(head, tail) of events_bound."""
+    evs, target = events.events, events.ctx.target
+    overlap = issue_overlap(target.hardware)
+
+    def least(event) -> int:
+        return max(c for _, c in spec_transfers(event, target)) if event.unit == Unit.DMA else event.cycles
+
+    macs = [i for i, e in enumerate(evs) if e.unit == Unit.MAC]
+    first, last = macs[0], macs[-1]
+    writers = {}
+    for event in evs[:first]:
+        for key in event.writes:
+            writers[key] = event
+    loads = [writers[key] for key in evs[first].reads if key[0].endswith((".in", ".w")) and key in writers]
+    head = max(0, max([least(e) for e in loads], default=0) - overlap)
+    after = [e for e in evs[last + 1 :] if set(e.reads) & set(evs[last].writes)]
+    if not after:
+        return head, 0
+    requant = after[0]
+    tail = requant.cycles - overlap
+    stores = [e for e in evs[last + 1 :] if set(e.reads) & set(requant.writes)]
+    if stores:
+        tail += least(stores[0]) - overlap
+    return head, tail
