@@ -74,6 +74,23 @@ def padded_of(op, ctx: Context) -> PaddedBand | None:
     )  # fmt: skip
 
 
+def _staged_shape(op: vops.Conv, ctx: Context, band: PaddedBand) -> tuple[vops.Conv, tile_mac.MacShape]:
+    """The conv over the staged tile: the padded width, no horizontal padding."""
+    top, _, bottom, _ = op.padding
+    one = replace(op, padding=(top, 0, bottom, 0))
+    return one, replace(tile_mac.shape_of(op, ctx), w=band.padded_width, pads=(top, 0, bottom, 0))
+
+
+def min_staged_bytes(op, ctx: Context) -> int | None:
+    """The smallest SRAM of a conv that needs its input staged, the staged tile counted (None
+    for any other op): what the fit check (layer_plan.min_working_set) asks for it."""
+    band = padded_of(op, ctx)
+    if band is None:
+        return None
+    one, flat = _staged_shape(op, ctx, band)
+    return tile_mac.min_mac_bytes(one, ctx, flat, band)
+
+
 def plan_staged(op, ctx: Context) -> OpPlan | None:
     """The plan of a conv that needs its input staged (None for any other op): the conv over
     the staged tile, or the conv's im2col (tile_im2col.plan_conv) where that is faster."""
@@ -95,9 +112,8 @@ def plan_staged(op, ctx: Context) -> OpPlan | None:
 
 def _planned(op: vops.Conv, ctx: Context, band: PaddedBand) -> OpPlan:
     """The conv over the staged band's tile, its horizontal padding in the tile's rows."""
-    (top, _, bottom, _), width = op.padding, band.padded_width
-    one = replace(op, padding=(top, 0, bottom, 0))
-    flat = replace(tile_mac.shape_of(op, ctx), w=width, pads=(top, 0, bottom, 0))
+    width = band.padded_width
+    one, flat = _staged_shape(op, ctx, band)
     plan = tile_mac.plan_mac(one, ctx, flat, band)
     plan.op = op
     where = "resident input copied" if band.copy else "input loaded"
