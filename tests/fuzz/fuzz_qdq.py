@@ -46,9 +46,10 @@ def quantize(model: onnx.ModelProto, seed: int, activation: str, per_channel: bo
 
 
 @st.composite
-def qdq_graphs(draw) -> tuple[onnx.ModelProto, int]:
-    """(QDQ model, seed): a random float graph through onnxruntime's quantize_static."""
-    model, seed = draw(float_graphs(quantizable=True))
+def qdq_graphs(draw, graphs=None) -> tuple[onnx.ModelProto, int]:
+    """(QDQ model, seed): a random float graph (fuzz_graphs.float_graphs, or the strategy
+    `graphs`) through onnxruntime's quantize_static."""
+    model, seed = draw(float_graphs(quantizable=True) if graphs is None else graphs)
     activation = draw(st.sampled_from(["int8", "uint8"]))
     per_channel = draw(st.booleans())
     try:

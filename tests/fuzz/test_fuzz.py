@@ -19,6 +19,7 @@ import os
 
 import pytest
 from fuzz_check import check_example
+from fuzz_exports import export_graphs
 from fuzz_graphs import float_graphs, random_inputs
 from fuzz_qdq import qdq_graphs
 from hypothesis import HealthCheck, given, settings
@@ -26,17 +27,18 @@ from hypothesis.database import DirectoryBasedExampleDatabase as ExampleDatabase
 
 LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
 CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12, "u55-256": 6}
+CI_EXPORT_EXAMPLES = 4  # per target: the exports' forms (fuzz_exports.py)
 
 
-def _settings(target: str):
-    examples = int(os.environ.get("VPUC_FUZZ_EXAMPLES", CI_EXAMPLES[target]))
+def _settings(target: str, ci_examples: int | None = None, database: str = "fuzz"):
+    examples = int(os.environ.get("VPUC_FUZZ_EXAMPLES", ci_examples or CI_EXAMPLES[target]))
     return settings(
         max_examples=examples,
         deadline=None,
         derandomize=not LONG,  # CI: the same examples every run; long runs explore
         # one example database per target: vpu and vpu-plus share the inner function below,
         # so with hypothesis's default key vpu-plus replayed vpu's failure and stopped there
-        database=ExampleDatabase(f".hypothesis/fuzz-{target}") if LONG else None,
+        database=ExampleDatabase(f".hypothesis/{database}-{target}") if LONG else None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
         print_blob=True,
     )
@@ -57,6 +59,26 @@ def test_vpu_matches_qdq_reference(target):
         model, seed = graph
         check_example(
             model, target, random_inputs(model, seed), "qdq", f"test_vpu_matches_qdq_reference-{target}"
+        )
+
+    run()
+
+
+@pytest.mark.parametrize("target", ["vpu", "vpu-plus", "u55-256"])
+def test_export_forms_match_qdq_reference(target):
+    """The forms real exports have (fuzz_exports.py: kernels and padding past the limits,
+    large and global pools, views between layers, softmax heads), quantised the same way."""
+
+    @_settings(target, CI_EXPORT_EXAMPLES, database="exports")
+    @given(qdq_graphs(export_graphs()))
+    def run(graph):
+        model, seed = graph
+        check_example(
+            model,
+            target,
+            random_inputs(model, seed),
+            "qdq",
+            f"test_export_forms_match_qdq_reference-{target}",
         )
 
     run()

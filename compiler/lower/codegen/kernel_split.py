@@ -24,8 +24,9 @@ tile_im2col.PaddedBand) and the pieces read the tile with no horizontal padding.
 
 The sum is the conv's exactly: int32 accumulation, one requantisation at the end; row and
 column pieces combine (every row piece times every column piece). Not covered (the op stays
-on the CPU, with the reason): a conv whose outputs near the top or bottom edge read so much
-padding that no row piece within the limits covers them.
+on the CPU, with the reason naming the output rows): a conv whose outputs near the top or
+bottom edge read so much padding that no row piece within the limits covers them (an output
+row whose whole window lies in the padding: every piece must read an input row).
 """
 
 from __future__ import annotations
@@ -179,6 +180,20 @@ def conv_pieces(
     return Split([Piece(r.rows, r.out, c) for r in rows for c in cols], staged)
 
 
+def _padding_only(g: ConvGeometry, pad_after: int, pad_max: int) -> str:
+    """Why the rows are not covered: the output rows whose whole window lies in the top or
+    bottom padding (a sub-kernel must read an input row and at most `pad_max` of padding)."""
+    first, end = _reach(g, (0, g.kernel))
+    runs = [(0, first), (end, g.out)] if end > first else [(0, g.out)]
+    runs = [f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in runs if b > a]
+    if not runs:
+        return f"some outputs read more than {pad_max} rows of padding through every sub-kernel"
+    return (
+        f"output rows {' and '.join(runs)} read only padding ({g.pad_before} rows above the input, "
+        f"{pad_after} below); a sub-kernel reads at least one input row"
+    )
+
+
 def conv_limits(target) -> tuple[int, int]:
     """(largest kernel, largest padding) of the target's conv instruction."""
     limits = target.op_limits("conv2d")
@@ -193,9 +208,10 @@ def split_reason(kernel, padding, strides, dilation, in_hw, out_hw, target) -> t
         return None, None
     split = conv_pieces(kernel, padding, strides, dilation, in_hw, out_hw, kernel_max, pad_max)
     if split is None:
+        height = ConvGeometry(in_hw[0], out_hw[0], kh, strides[0], dilation[0], padding[0])
         return None, (
             f"no decomposition: no sub-kernels of at most {kernel_max} rows cover the {kh}-row kernel "
-            f"with at most {pad_max} rows of padding (some outputs read too much padding)"
+            f"with at most {pad_max} rows of padding ({_padding_only(height, padding[2], pad_max)})"
         )
     rows = sorted({p.rows for p in split.pieces})
     cols = sorted({p.cols or (0, kw) for p in split.pieces})

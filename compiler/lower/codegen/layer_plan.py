@@ -28,8 +28,9 @@ def plan_op(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
 def min_working_set(op: vops.Op, placement: Placement, target: Target) -> int:
     """The smallest SRAM a layer's buffers can take (one output row, the narrowest chunk)."""
     ctx = Context(target, placement, placement.subgraph.ops.index(op), budget=1 << 62)
-    if isinstance(op, vops.Conv | vops.Dense):
-        return tile_mac.min_mac_bytes(op, ctx)
+    if isinstance(op, vops.Conv | vops.Dense):  # a staged conv: its padded tile counted
+        staged = tile_staged.min_staged_bytes(op, ctx)
+        return tile_mac.min_mac_bytes(op, ctx) if staged is None else staged
     if isinstance(op, vops.Matmul):
         return tile_matmul.min_matmul_bytes(op, ctx)
     if isinstance(op, vops.Concat | vops.Reshape):

@@ -373,9 +373,12 @@ def _tile_count(shape: MacShape, choice: Choice) -> int:
     return shape.n * -(-shape.oh // choice.band) * len(chunks(shape, choice))
 
 
-def min_mac_bytes(op: vops.Conv | vops.Dense, ctx: Context) -> int:
-    """One output row, one array-wide chunk of channels and of input channels."""
-    shape = shape_of(op, ctx)
+def min_mac_bytes(
+    op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape | None = None, gather=None
+) -> int:
+    """One output row, one array-wide chunk of channels and of input channels; with
+    `gather`, its tile of the input band (tile_staged.min_staged_bytes passes its own)."""
+    shape = shape or shape_of(op, ctx)
     hw = ctx.hw
     if shape.groups == 1:
         choice = Choice(1, min(shape.cout, hw.mac_cols), min(shape.cin, hw.mac_rows), False, "rows")
@@ -383,7 +386,7 @@ def min_mac_bytes(op: vops.Conv | vops.Dense, ctx: Context) -> int:
         unit = max(1, min(shape.groups, hw.mac_rows // shape.cin_g, hw.mac_cols // max(shape.cout_g, 1)))
         choice = Choice(1, min(unit, shape.groups), shape.cin, False, "rows")
     x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
-    return working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, 2).values()))
+    return working_set(list(_buffers(shape, choice, ctx, x_dram, y_dram, 2, gather).values()))
 
 
 def _tiles(shape: MacShape, choice: Choice, parts: tuple[Chunk, ...]):

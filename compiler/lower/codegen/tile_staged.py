@@ -8,7 +8,8 @@ The staging is the column window's (tile_im2col.ColumnWindow): the band's rows a
 as they are (W*C contiguous bytes; an NCHW input in DRAM by one interleaving load) into a
 tile of (W + l + r)*C bytes a row, or, for an input resident in SRAM (a later layer's: the
 DMA reaches DRAM only), copied by the vector unit (ColumnCopy); a fill with the input's zero
-point writes the padding first. The conv reads the tile with pixel stride C (a chunk of
+point writes the padding first. A channel slice of a wider tensor (a concat's input, in DRAM
+as every concat is) loads C bytes a pixel. The conv reads the tile with pixel stride C (a chunk of
 groups reads its own channels of it), so groups, depthwise and dilation are as the conv's;
 a kernel wider than the limit runs as column pieces over the tile, each cropped to the
 columns it reads (kernel_split.conv_pieces, which says when a conv needs this). Exact: the
@@ -26,7 +27,9 @@ from vpuc.compiler.lower.codegen.kernel_split import conv_limits, conv_pieces
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec
 from vpuc.compiler.lower.codegen.tile_im2col import ColumnCopy, ColumnWindow
 from vpuc.compiler.lower.codegen.tiling import Context, Events
+from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.compiler.lower.errors import LowerError
+from vpuc.targets.isa.formats import Opcode
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,23 @@ class PaddedBand(ColumnWindow):
         (ColumnCopy if self.copy else ColumnWindow).__call__(self, ev, n, rows, tile, key)
 
     def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
-        return (ColumnCopy if self.copy else ColumnWindow).specs(self, n, rows, tile)
+        if self.view.nchw or self.view.pixel_stride == self.channels:
+            return (ColumnCopy if self.copy else ColumnWindow).specs(self, n, rows, tile)
+        return self._slice_specs(n, rows, tile)
+
+    def _slice_specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        """A channel slice of a wider tensor in DRAM (a concat's input: pixel stride the
+        concat's channels): one load of the band's rows (planes), C bytes a pixel (rows)."""
+        view, (r0, r1), depth = self.view, rows, self.channels
+        width, stride, pitch = view.shape[2], view.pixel_stride, self.in_place[1]
+        dram, first = Addr(view.storage, view.pixel_offset(n, r0)), tile + self.pads[1] * depth
+        return [_dma(Opcode.LOAD, dram, first, depth, width, stride, depth, r1 - r0, width * stride, pitch)]
 
 
 def padded_of(op, ctx: Context) -> PaddedBand | None:
     """The staged band of a conv whose left or right padding is past the conv limit
     (kernel_split.conv_pieces says `staged`), for a channels-last input with adjacent
-    pixels or an NCHW input in DRAM; else None."""
+    pixels, or an NCHW input or a channel slice (a concat's input) in DRAM; else None."""
     if not isinstance(op, vops.Conv):
         return None
     x, y = ctx.view(op.inputs[0]), ctx.view(op.output)
@@ -66,12 +79,29 @@ def padded_of(op, ctx: Context) -> PaddedBand | None:
     if split is None or not split.staged:
         return None
     dram = ctx.in_dram(op.inputs[0])
-    if (x.nchw and not dram) or (not x.nchw and x.pixel_stride != x.shape[3]):
-        return None
+    if not dram and (x.nchw or x.pixel_stride != x.shape[3]):  # no copy of these (a concat,
+        return None  # whose inputs are channel slices, lives in DRAM: residency.py)
     return PaddedBand(
         x, op.inputs[0], tuple(op.kernel), tuple(op.strides), tuple(op.padding), tuple(y.shape[1:3]),
         op.in_q[0].zero_point, copy=not dram,
     )  # fmt: skip
+
+
+def _staged_shape(op: vops.Conv, ctx: Context, band: PaddedBand) -> tuple[vops.Conv, tile_mac.MacShape]:
+    """The conv over the staged tile: the padded width, no horizontal padding."""
+    top, _, bottom, _ = op.padding
+    one = replace(op, padding=(top, 0, bottom, 0))
+    return one, replace(tile_mac.shape_of(op, ctx), w=band.padded_width, pads=(top, 0, bottom, 0))
+
+
+def min_staged_bytes(op, ctx: Context) -> int | None:
+    """The smallest SRAM of a conv that needs its input staged, the staged tile counted (None
+    for any other op): what the fit check (layer_plan.min_working_set) asks for it."""
+    band = padded_of(op, ctx)
+    if band is None:
+        return None
+    one, flat = _staged_shape(op, ctx, band)
+    return tile_mac.min_mac_bytes(one, ctx, flat, band)
 
 
 def plan_staged(op, ctx: Context) -> OpPlan | None:
@@ -95,9 +125,8 @@ def plan_staged(op, ctx: Context) -> OpPlan | None:
 
 def _planned(op: vops.Conv, ctx: Context, band: PaddedBand) -> OpPlan:
     """The conv over the staged band's tile, its horizontal padding in the tile's rows."""
-    (top, _, bottom, _), width = op.padding, band.padded_width
-    one = replace(op, padding=(top, 0, bottom, 0))
-    flat = replace(tile_mac.shape_of(op, ctx), w=width, pads=(top, 0, bottom, 0))
+    width = band.padded_width
+    one, flat = _staged_shape(op, ctx, band)
     plan = tile_mac.plan_mac(one, ctx, flat, band)
     plan.op = op
     where = "resident input copied" if band.copy else "input loaded"
