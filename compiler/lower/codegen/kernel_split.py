@@ -1,6 +1,6 @@
 """Convs past the conv instruction's kernel and padding limits, as sub-kernels accumulated
 in int32 (tile_mac.py emits them; the partitioner asks `split_reason`, which asks
-`conv_pieces`, as tile_mac.pieces_of does, so the question has one answerer).
+`conv_pieces`, as mac_shape.pieces_of does, so the question has one answerer).
 
     conv(x, W[kh x kw], pads)  =  sum over pieces p of conv(x, W[rows, columns of p], ...)
 

@@ -20,6 +20,7 @@ from collections import Counter
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, column_window
+from vpuc.compiler.lower.codegen.mac_shape import _block_bytes, chunks, rows_view
 from vpuc.compiler.lower.codegen.plan import Addr, Spec
 from vpuc.compiler.lower.codegen.tiling import (
     UNIT_OF_OPCODE,
@@ -42,8 +43,6 @@ def busy_bound(op, ctx: Context, shape, choice, pieces: list[Piece], gather=None
     search) keeps each distinct instruction's, band's and (band, chunk, step, split)'s
     cycles: choices differing only in weight residency or loop order issue the same MAC
     and vector instructions (their DMA work differs, and a gather's follows the order)."""
-    from vpuc.compiler.lower.codegen.tile_mac import chunks  # (tile_mac imports this module)
-
     memo = {} if memo is None else memo
     work = ("work", choice.band, choice.chunk, choice.cin, choice.vector)
     if work not in memo:
@@ -61,7 +60,7 @@ def busy_bound(op, ctx: Context, shape, choice, pieces: list[Piece], gather=None
 def _work(op, ctx: Context, shape, choice, pieces: list[Piece], memo: dict) -> tuple[int, int, frozenset]:
     """(MAC array total, vector unit total, the bands with MAC instructions) of the layer's
     conv, vconv and requantisation instructions."""
-    from vpuc.compiler.lower.codegen.tile_mac import chunks, unit_rows
+    from vpuc.compiler.lower.codegen.tile_mac import unit_rows  # (tile_mac imports this module)
 
     busy = {Unit.MAC: 0, Unit.VEC: 0}
     mac_bands = set()
@@ -103,8 +102,6 @@ def mac_ends(
     issue_overlap cycles before what it waits for ends (estimate.pipeline). In either loop
     order the first tile with MAC work is image 0's first such band in chunk 0, the last
     the last image's last such band in the last chunk."""
-    from vpuc.compiler.lower.codegen.tile_mac import _block_bytes, rows_view
-
     overlap = issue_overlap(ctx.hw)
     with_mac = [band for band in bands(shape.oh, choice.band) if band in mac_bands]
     chunk = parts[0]

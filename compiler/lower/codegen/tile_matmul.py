@@ -11,8 +11,8 @@ import math
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.mac_shape import rows_view
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Spec
-from vpuc.compiler.lower.codegen.tile_mac import rows_view
 from vpuc.compiler.lower.codegen.tiling import (
     STORE_KEY,
     Context,
