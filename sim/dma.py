@@ -10,7 +10,8 @@ interleaving load (`interleave`) writes its planes channels-last (`Dma.sram_bloc
 from __future__ import annotations
 
 from vpuc.sim.machine import Plan, State, require, require_positive, touched
-from vpuc.targets.isa.cost import dma_port, instruction_cycles
+from vpuc.targets.isa.cost import instruction_cycles
+from vpuc.targets.isa.dma_cost import dma_port
 from vpuc.targets.isa.formats import Dma, Opcode, Unit
 
 

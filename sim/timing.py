@@ -32,7 +32,8 @@ from functools import cache
 from vpuc.sim.errors import SimError
 from vpuc.sim.machine import Plan
 from vpuc.targets.isa.asm import format_instruction
-from vpuc.targets.isa.cost import DmaPorts, issue_overlap
+from vpuc.targets.isa.cost import issue_overlap
+from vpuc.targets.isa.dma_cost import DmaPorts
 from vpuc.targets.isa.formats import TOKEN_COUNT, Instruction, Unit, token_ids
 from vpuc.targets.model import Hardware
 

@@ -13,7 +13,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from vpuc.targets.isa.cost import dma_latency
+from vpuc.targets.isa.dma_cost import dma_latency
 from vpuc.targets.isa.formats import Dma, Opcode
 
 from .conftest import Builder, simulate, u55_square_array

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vpuc.targets.isa.cost import DmaPorts, issue_overlap
+from vpuc.targets.isa.cost import issue_overlap
+from vpuc.targets.isa.dma_cost import DmaPorts
 from vpuc.targets.isa.formats import Unit
 from vpuc.targets.model import Hardware
 

@@ -22,7 +22,8 @@ from vpuc.compiler.lower.codegen.estimate import Clock, pipeline
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, Event, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
 from vpuc.targets import Target
-from vpuc.targets.isa.cost import dma_port, instruction_cycles, softmax_round_trip_bytes
+from vpuc.targets.isa.cost import instruction_cycles, softmax_round_trip_bytes
+from vpuc.targets.isa.dma_cost import dma_port
 from vpuc.targets.isa.formats import Opcode, Unit
 
 # A tile's store is keyed a tile behind it (step + STORE_KEY), its input loads a tile ahead
