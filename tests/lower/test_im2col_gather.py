@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from vpuc.compiler.lower.codegen.im2col_gather import Gather, RowGather
 from vpuc.compiler.lower.codegen.plan import Addr, View
-from vpuc.compiler.lower.codegen.tile_im2col import Gather, RowGather
 from vpuc.sim import Clip, End, Simulator
 from vpuc.targets import load_target
 

@@ -4,7 +4,7 @@ tile with no horizontal padding (layer_plan.py asks here first for every conv).
 
     conv(x, W, pads [t, l, b, r])  =  conv(pad_columns(x, l, r, zero point), W, pads [t, 0, b, 0])
 
-The staging is the column window's (tile_im2col.ColumnWindow): the band's rows are loaded
+The staging is the column window's (im2col_gather.ColumnWindow): the band's rows are loaded
 as they are (W*C contiguous bytes; an NCHW input in DRAM by one interleaving load) into a
 tile of (W + l + r)*C bytes a row, or, for an input resident in SRAM (a later layer's: the
 DMA reaches DRAM only), copied by the vector unit (ColumnCopy); a fill with the input's zero
@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import tile_im2col, tile_mac
+from vpuc.compiler.lower.codegen.im2col_gather import ColumnCopy, ColumnWindow
 from vpuc.compiler.lower.codegen.kernel_split import conv_limits, conv_pieces
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec
-from vpuc.compiler.lower.codegen.tile_im2col import ColumnCopy, ColumnWindow
 from vpuc.compiler.lower.codegen.tiling import Context, Events
 from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.compiler.lower.errors import LowerError
