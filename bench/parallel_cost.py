@@ -8,7 +8,7 @@
              loop parallel (PARALLEL_MIN_MACS set to 0 for that build), from 0.6M to 604M
              MACs
 
-Both with TVM_NUM_THREADS = the cores available (compiler/host/cores.py), each build timed
+Both with TVM_NUM_THREADS = the cores available (targets/host_cores.py), each build timed
 by TVM's time_evaluator, serial and parallel in alternation (one repeat of each in turn,
 REPEATS times) so a change of the shared machine's load hits both; per case the fastest
 and the median repeat, and parallel / serial of each (below 1: the parallel loop pays).
@@ -30,7 +30,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from vpuc.compiler.host.cores import use_available_cores
+from vpuc.targets.host_cores import use_available_cores
 
 use_available_cores()  # before TVM starts its thread pool
 

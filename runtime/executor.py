@@ -70,8 +70,8 @@ class Executable:
 
     def _load_host(self, artifact: Artifact, source: str) -> relax.VirtualMachine:
         """The host library on TVM's VM, the VPU calls' symbols registered first; TVM's
-        thread pool sized to the cores this process may use (compiler/host/cores.py)."""
-        from vpuc.compiler.host.cores import use_available_cores
+        thread pool sized to the cores this process may use (targets/host_cores.py)."""
+        from vpuc.targets.host_cores import use_available_cores
 
         use_available_cores()
         import tvm

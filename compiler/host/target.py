@@ -20,8 +20,8 @@ from typing import Any
 import tvm
 
 from vpuc.compiler import compat
-from vpuc.compiler.host.cores import available_cores
 from vpuc.targets import Target, TargetError
+from vpuc.targets.host_cores import available_cores
 
 # LLVM feature names that are instruction-set extensions: code built with one of them may
 # execute its instructions. (LLVM's other "features" are tuning flags such as

@@ -1,6 +1,6 @@
 """Threads on the host CPU path: which default schedules get a parallel loop
 (compiler/host/defaults.py, PARALLEL_MIN_MACS), how many cores the process may use
-(compiler/host/cores.py: affinity mask and cgroup CPU quota), and the size of TVM's thread
+(targets/host_cores.py: affinity mask and cgroup CPU quota), and the size of TVM's thread
 pool behind `Executable` (the cores available, not TVM's hardware_concurrency() / 2)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import textwrap
 import pytest
 from tvm import te, topi
 
-from vpuc.compiler.host.cores import available_cores, cgroup_cpu_quota
 from vpuc.compiler.host.defaults import PARALLEL_MIN_MACS, ScheduleOptions, default_schedule
+from vpuc.targets.host_cores import available_cores, cgroup_cpu_quota
 
 
 def _conv(channels: int, size: int):
