@@ -143,3 +143,29 @@ def test_repricing_only_what_a_move_changes_decides_as_pricing_everything(monkey
         edge_moved += any("at the edge" in r for r in new[0].values())
     assert moved >= 30 and edge_moved >= 3  # the cases moved subgraphs and edge layers
     assert asked["new"] * 3 < asked["old"], asked  # each membership's layers priced once
+
+
+def test_a_models_partition_asks_the_planner_less_and_places_the_same(monkeypatch, partition):
+    """opzoonet's shape on vpu (subgraphs between ops the vpu lacks, some moved back to the
+    CPU): the same report with the old rule, the planner's memo asked fewer times."""
+    from partition_models import opzoonet_shaped
+
+    import vpuc.compiler.partition as partition_module
+    from vpuc.compiler.partition import placement
+
+    asked = []
+    real_answer = placement.answer
+    monkeypatch.setattr(
+        placement, "answer", lambda view, target: asked.append(1) or real_answer(view, target)
+    )
+    new = partition(opzoonet_shaped())
+    new_asked, asked[:] = len(asked), []
+
+    def reference(graph, raw, target, min_ops, estimated=None):
+        return _reference_judge(graph, raw, target, min_ops, dict(estimated or {}), placement.vpu_cycles_of)
+
+    monkeypatch.setattr(partition_module, "judge", reference)
+    old = partition(opzoonet_shaped())
+    assert new == old
+    assert sum(s["decision"] == "cpu" for s in new["profitability"]) >= 1, new["profitability"]
+    assert new_asked < len(asked), (new_asked, len(asked))
