@@ -40,6 +40,7 @@ def judge(
     estimated = estimated or {}
     subgraph_of = placement.subgraph_of
     composites = list(placement.composites)
+    layer_cycles = _LayerCycles(graph, composites, target)
     current = dict(subgraph_of)
     verdicts: dict[int, SubgraphCost] = {}
     for subgraph, names in subgraph_members(current).items():
@@ -47,18 +48,18 @@ def judge(
         if count < min_ops:
             reason = f"kept on the CPU: {count} ONNX op(s), below the minimum of {min_ops} for a VPU subgraph"
             verdicts[subgraph] = _verdict(
-                graph, current, subgraph, composites, target, False, reason, estimated
+                graph, current, subgraph, layer_cycles, target, False, reason, estimated
             )
             current = {n: s for n, s in current.items() if s != subgraph}
-    current = _move_whole(graph, current, composites, target, estimated, verdicts)
+    current = _move_whole(graph, current, layer_cycles, target, estimated, verdicts)
     current, edge_moves = move_edge_layers(graph, current, composites, target)
     if edge_moves:  # a subgraph that lost a layer: its cycles are its layers' from here on
         trimmed = {subgraph_of[name] for name in edge_moves}
         estimated = {s: c for s, c in estimated.items() if s not in trimmed}
-        current = _move_whole(graph, current, composites, target, estimated, verdicts)
+        current = _move_whole(graph, current, layer_cycles, target, estimated, verdicts)
     for subgraph in subgraph_members(current):
         verdicts[subgraph] = _with_reason(
-            _verdict(graph, current, subgraph, composites, target, True, "", estimated), True
+            _verdict(graph, current, subgraph, layer_cycles, target, True, "", estimated), True
         )
     kept = subgraph_members(current)
     blocked = {n: verdicts[s].reason for n, s in subgraph_of.items() if s not in kept}
@@ -66,35 +67,41 @@ def judge(
     return blocked, [verdicts[s] for s in sorted(verdicts)]
 
 
-def _move_whole(graph, current, composites, target, estimated, verdicts) -> dict[str, int]:
+def _move_whole(graph, current, layer_cycles, target, estimated, verdicts) -> dict[str, int]:
     """The subgraph rule to its fixpoint: `current` without the subgraphs moved to the CPU,
-    each with its verdict in `verdicts`."""
-    while True:
-        worst = _most_costly(graph, current, composites, target, estimated)
-        if worst is None:
-            return current
-        verdict = _verdict(graph, current, worst, composites, target, False, "", estimated)
-        verdicts[worst] = _with_reason(verdict, False)
+    each with its verdict in `verdicts`, the one that saves most first. A subgraph moved
+    whole changes no other's figures: its cycles, CPU time and op count are its own, and so
+    are its transfers (the tensors it reads stop crossing into it; its outputs cross out of
+    it when anything outside it reads them, whatever device that is). So each subgraph is
+    judged once, not again each round (tests/partition/test_profit_reprice.py holds this to
+    the rule that judges every subgraph afresh each round)."""
+    judged = {
+        s: _verdict(graph, current, s, layer_cycles, target, True, "", estimated)
+        for s in subgraph_members(current)
+    }
+    while (worst := _most_costly(judged)) is not None:
+        verdicts[worst] = _with_reason(judged.pop(worst), False)
         current = {n: s for n, s in current.items() if s != worst}
+    return current
 
 
-def _most_costly(graph, current, composites, target, estimated) -> int | None:
-    """The subgraph whose move to the CPU saves the most time, if any saves time."""
+def _most_costly(judged: dict[int, SubgraphCost]) -> int | None:
+    """The subgraph whose move to the CPU saves the most time, if any saves time (the
+    lowest-numbered of equals)."""
     best, best_saving = None, 0.0
-    for subgraph in sorted(subgraph_members(current)):
-        verdict = _verdict(graph, current, subgraph, composites, target, True, "", estimated)
+    for subgraph in sorted(judged):
+        verdict = judged[subgraph]
         saving = verdict.vpu_s + verdict.transfer_s - verdict.cpu_s
         if saving > best_saving:
             best, best_saving = subgraph, saving
     return best
 
 
-def _verdict(graph, current, subgraph, composites, target, keep, reason, estimated) -> SubgraphCost:
-    names = subgraph_members(current)[subgraph]
+def _verdict(graph, current, subgraph, layer_cycles, target, keep, reason, estimated) -> SubgraphCost:
+    names = [n for n, s in current.items() if s == subgraph]
     cycles = estimated.get(subgraph)
     if cycles is None:
-        layers = [c for c in composites if all(current.get(n) == subgraph for n in c.members)]
-        cycles = vpu_cycles_of(graph, layers, target)
+        cycles = layer_cycles(names)
     without = {n: s for n, s in current.items() if s != subgraph}
     added = transfer_change(graph, without, current, names, target)
     return SubgraphCost(
@@ -107,6 +114,23 @@ def _verdict(graph, current, subgraph, composites, target, keep, reason, estimat
         keep=keep,
         reason=reason,
     )
+
+
+class _LayerCycles:
+    """The layer planner's cycles of the composites wholly among a subgraph's bindings,
+    memoised by those bindings (a subgraph judged again after the edge moves, or for its
+    final verdict, is not summed again)."""
+
+    def __init__(self, graph: Graph, composites, target: Target):
+        self.graph, self.composites, self.target = graph, composites, target
+        self.known: dict[frozenset[str], int] = {}
+
+    def __call__(self, names: list[str]) -> int:
+        key = frozenset(names)
+        if key not in self.known:
+            layers = [c for c in self.composites if all(n in key for n in c.members)]
+            self.known[key] = vpu_cycles_of(self.graph, layers, self.target)
+        return self.known[key]
 
 
 def _with_reason(verdict: SubgraphCost, keep: bool) -> SubgraphCost:
