@@ -60,3 +60,24 @@ def test_a_qdq_concat_runs_on_the_vpu(vpuc, tmp_path, target, shared):
     check = json.loads(ran.stdout)["check"]
     assert check["passed"], json.dumps(check, indent=1)
     assert all(o["max_lsb"] <= 1 for o in check["qdq"]["outputs"]), check["qdq"]
+
+
+def test_a_concat_the_code_generator_cannot_lay_out_stays_on_the_cpu_with_its_reason(vpuc, tmp_path):
+    """Concat(a, a) with `a` also a model output: a concat's inputs are written into its
+    channel slices, so each must be an op's own output read by no other concat and not a
+    subgraph output. The code generator's refusal names the layer, so the partitioner keeps
+    it on the CPU (before, the compile failed: 'VPU lowering failed')."""
+    b = GraphBuilder("concat_twice", seed=5)
+    a = b.op("Relu", [b.conv("x", "a", 4, 4, kernel=1)], "a_relu")
+    cat = b.op("Concat", [a, a], "cat", axis=1)
+    y = b.op("Relu", [b.conv(cat, "post", 8, 8, kernel=1)], "post_relu")
+    _, qdq_path = quantize_qdq(b.model({"x": SHAPE}, {y: [1, 8, 12, 14], a: SHAPE}), tmp_path, SHAPE)
+    artifact = compile_model(qdq_path, target="vpu", profitability=False)
+    ops = {o["name"]: o for o in artifact.report["partition"]["ops"]}
+    assert ops["cat"]["device"] == "cpu"
+    assert "is also an output of the VPU subgraph" in ops["cat"]["reason"], ops["cat"]["reason"]
+    assert ops["a"]["device"] == ops["post"]["device"] == "vpu"
+    ran = vpuc("run", artifact.save(tmp_path / "m.vpub"), "--check", qdq_path, "--json")
+    assert ran.returncode == 0, ran.stderr
+    check = json.loads(ran.stdout)["check"]
+    assert check["passed"], json.dumps(check, indent=1)
