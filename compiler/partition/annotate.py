@@ -24,7 +24,7 @@ from vpuc.compiler.errors import InternalError, first_line
 from vpuc.compiler.lower.codegen.kernel_split import split_reason
 from vpuc.compiler.lower.codegen.oracle import fit
 from vpuc.compiler.partition.graph import infer_layouts
-from vpuc.compiler.partition.opview import op_view
+from vpuc.compiler.partition.opview import op_name, op_view
 from vpuc.compiler.partition.patterns import PatternRow, pattern_table
 from vpuc.targets import Target
 from vpuc.targets.constraints import KEYED, check_op
@@ -55,7 +55,8 @@ def annotate(
     blocked = blocked or {}
     layouts = infer_layouts(mod["main"])
     bound = relax.analysis.get_var2val(mod["main"])
-    patterns = [_fusion_pattern(row, target, annotation, blocked, layouts, bound) for row in pattern_table()]
+    rows = pattern_table(_concat_arities(mod["main"]))
+    patterns = [_fusion_pattern(row, target, annotation, blocked, layouts, bound) for row in rows]
     try:
         mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
         mod = relax.transform.MergeCompositeFunctions()(mod)
@@ -65,6 +66,16 @@ def annotate(
             f"(FuseOpsByPattern/MergeCompositeFunctions: {first_line(exc)}; workaround: --target cpu)"
         ) from None
     return mod, annotation
+
+
+def _concat_arities(func: relax.Function) -> set[int]:
+    """How many inputs each concat of `func` joins (of a tuple written in the call)."""
+    return {
+        len(b.value.args[0].fields)
+        for block in func.body.blocks
+        for b in block.bindings
+        if op_name(b.value) == "relax.concat" and isinstance(b.value.args[0], relax.Tuple)
+    }
 
 
 def _fusion_pattern(

@@ -16,11 +16,13 @@ takes its bias, activation and requantisation with it whenever they are there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import reduce
 from itertools import product
 
-from tvm.relax.dpl import DFPattern, is_const, is_op, wildcard
+from tvm.relax.dpl import DFPattern, is_const, is_op, is_tuple, wildcard
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ PLAIN_CORES: dict[str, Callable[[], DFPattern]] = {
     "max_pool2d": lambda: is_op("relax.nn.max_pool2d")(_data()),
     "avg_pool2d": lambda: is_op("relax.nn.avg_pool2d")(_data()),
     "global_avg_pool": lambda: is_op("relax.mean")(_data()) | is_op("relax.nn.adaptive_avg_pool2d")(_data()),
-    "concat": lambda: is_op("relax.concat")(wildcard()),
+    "concat": lambda: concat_core(()),
     # Views: a new shape for the same row-major bytes (docs: item "views never cut a subgraph").
     "reshape": lambda: (
         is_op("relax.reshape")(_data(), wildcard())
@@ -83,8 +85,18 @@ PLAIN_CORES: dict[str, Callable[[], DFPattern]] = {
 }
 
 
-def pattern_table() -> list[PatternRow]:
-    """Every composite the VPU can take, longest first."""
+def concat_core(arities: Iterable[int]) -> DFPattern:
+    """A concat of a tuple of `k` inputs, each possibly dequantized, for each `k` in
+    `arities`: the composite takes its inputs' dequantizes as any op does (the code
+    generator reads the quantisation of each input from them). A tuple built elsewhere
+    matches too, without them (the code generator refuses it with that reason)."""
+    tuples = [is_tuple([_data() for _ in range(k)]) for k in sorted(set(arities), reverse=True)]
+    return is_op("relax.concat")(reduce(operator.or_, [*tuples, wildcard()]))
+
+
+def pattern_table(concat_arities: Iterable[int] = ()) -> list[PatternRow]:
+    """Every composite the VPU can take, longest first; a concat of each number of inputs
+    in `concat_arities` (those of the module: DFPatterns match tuples of one length)."""
     rows = []
     for kind, core in MAC_CORES.items():
         for quant, act, bias in product((True, False), repeat=3):
@@ -94,7 +106,8 @@ def pattern_table() -> list[PatternRow]:
             rows.append(_row(kind, core(), bias=False, act=act, quant=quant))
     for kind, core in PLAIN_CORES.items():
         for quant in (True, False):
-            rows.append(_row(kind, core(), bias=False, act=False, quant=quant))
+            pattern = concat_core(concat_arities) if kind == "concat" else core()
+            rows.append(_row(kind, pattern, bias=False, act=False, quant=quant))
     return sorted(rows, key=lambda row: -_size(row))
 
 

@@ -10,7 +10,10 @@ var that MergeCompositeFunctions cannot place (a TVM InternalError). onnxruntime
 handling duplicates such DequantizeLinear nodes the same way; the values are unchanged.
 A graph output counts as a reader: a dequantize that is an output (or an element of the
 output tuple) and also feeds an op gets a copy for the op (a fuzzer finding: Abs's
-dequantized output read by an Add and returned crashed the partitioner).
+dequantized output read by an Add and returned crashed the partitioner). A field of a
+tuple argument is read by the call (`concat((t, u))`): a dequantize read by a Concat and a
+Conv gets a copy for each (issue 20: without it neither composite could take it, and both
+stayed on the CPU).
 """
 
 from __future__ import annotations
@@ -64,11 +67,7 @@ class _Duplicator(PyExprMutator):
 
     def visit_var_binding_(self, binding) -> None:
         value = binding.value
-        reads = []
-        if isinstance(value, relax.Call):
-            reads = value.args
-        elif isinstance(value, relax.Tuple):
-            reads = value.fields
+        reads = _reads(value)
         if binding.var not in self.shared:
             for arg in {a for a in reads if isinstance(a, relax.Var) and a in self.shared}:
                 if arg in self.taken:
@@ -81,6 +80,16 @@ class _Duplicator(PyExprMutator):
                     self.set_var_remap(arg, arg)
                 self.taken.add(arg)
         super().visit_var_binding_(relax.VarBinding(binding.var, value))
+
+
+def _reads(value: relax.Expr) -> list[relax.Expr]:
+    """What a binding reads: a call's arguments and the fields of a tuple among them (a
+    concat reads its inputs as `concat((a, b))`), or a tuple's fields."""
+    if isinstance(value, relax.Call):
+        return [f for a in value.args for f in (a.fields if isinstance(a, relax.Tuple) else (a,))]
+    if isinstance(value, relax.Tuple):
+        return list(value.fields)
+    return []
 
 
 def _fresh_call(call: relax.Call) -> relax.Call:

@@ -144,15 +144,28 @@ def _slice_inputs(placement: Placement, op: vops.Concat, subgraph: vops.Subgraph
     producers = subgraph.producer()
     for name in op.inputs:
         spec = subgraph.tensors[name]
-        if name not in producers or name in placement.views or name in subgraph.outputs:
-            raise LowerError(f"layer '{op.name}': concatenation input '{name}' is not an op's own output")
+        # the refusals name the layer's members: the partitioner keeps it on the CPU with them
+        why = (
+            "is computed outside this VPU subgraph" if name not in producers
+            else "is read twice by concatenations" if name in placement.views
+            else "is also an output of the VPU subgraph" if name in subgraph.outputs
+            else None
+        )  # fmt: skip
+        if why is not None:
+            raise LowerError(
+                f"layer '{op.name}': concatenation input '{name}' {why} (each input must be an op's "
+                "own output, written into its channel slice)",
+                op.members,
+            )
         if spec.nhwc[:3] != out_view.shape[:3]:
-            raise LowerError(f"layer '{op.name}': inputs of different spatial shapes")
+            raise LowerError(f"layer '{op.name}': inputs of different spatial shapes", op.members)
         placement.views[name] = View(storage.name, channel, spec.nhwc, out_view.pixel_stride)
         storage.first = min(storage.first, subgraph.ops.index(producers[name]))
         channel += spec.nhwc[3]
     if channel != out_view.shape[3]:
-        raise LowerError(f"layer '{op.name}': input channels add up to {channel}, not {out_view.shape[3]}")
+        raise LowerError(
+            f"layer '{op.name}': input channels add up to {channel}, not {out_view.shape[3]}", op.members
+        )
 
 
 def _last_uses(subgraph: vops.Subgraph) -> dict[str, int]:
