@@ -8,7 +8,7 @@ keyed by their values at call time, so a patched switch (a test, a sweep) lowers
 
 from __future__ import annotations
 
-from vpuc.compiler.lower.codegen import emit, prefetch, residency, tile_im2col, tile_mac, tiling
+from vpuc.compiler.lower.codegen import emit, mac_shape, prefetch, residency, tile_im2col, tile_mac, tiling
 
 # (module, name): module constants whose value changes the program the code generator emits
 SWITCHES = (
@@ -21,7 +21,7 @@ SWITCHES = (
     (residency, "ALIGN"),
     (tile_im2col, "CHOOSE"),  # im2col or conv: by the estimate, or forced (tests)
     (tile_mac, "TRAFFIC_SLACK"),
-    (tile_mac, "VECTOR_SPLITS"),
+    (mac_shape, "VECTOR_SPLITS"),
     (tiling, "STORE_KEY"),
 )
 
