@@ -19,8 +19,8 @@ from collections import Counter
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
-from vpuc.compiler.lower.codegen.kernel_split import ConvGeometry, Piece, column_window
-from vpuc.compiler.lower.codegen.mac_shape import _block_bytes, chunks, rows_view
+from vpuc.compiler.lower.codegen.kernel_split import Piece
+from vpuc.compiler.lower.codegen.mac_shape import _block_bytes, chunks, piece_geometry, rows_view
 from vpuc.compiler.lower.codegen.plan import Addr, Spec
 from vpuc.compiler.lower.codegen.tiling import (
     UNIT_OF_OPCODE,
@@ -147,33 +147,17 @@ def _longest(ctx: Context, specs) -> int:
 
 
 def _conv_cycles(op, ctx: Context, shape, piece: Piece, opcode, geometry) -> int:
-    """The cycles of one conv or vconv instruction of build_mac (tile_mac._conv_fields's
-    geometry; addresses, strides and zero point do not change an instruction's cost)."""
+    """The cycles of one conv or vconv instruction of build_mac (mac_shape.piece_geometry;
+    addresses, strides and zero point do not change an instruction's cost)."""
     rows, cin, width, groups, _, accumulate, bias = geometry
-    (_, kw), (_, sw), (_, dw) = shape.kernel, shape.strides, shape.dilation
-    k0, k1 = piece.rows
-    p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, shape.strides[0], shape.dilation[0],
-                                   shape.pads[0] - k0 * shape.dilation[0])  # fmt: skip
-    fields = dict(in_w=shape.w, kernel_w=kw, pad_left=shape.pads[1], pad_right=shape.pads[3])
-    if piece.cols is not None:
-        g = ConvGeometry(shape.w, shape.ow, kw, sw, dw, shape.pads[1])
-        _, count, left, right = column_window(g, piece.cols)
-        fields = dict(in_w=count, kernel_w=piece.cols[1] - piece.cols[0], pad_left=left, pad_right=right)
+    _, _, fields = piece_geometry(shape, piece, rows)
     fields.update(
         opcode=opcode,
         src=Addr("in"),
         weights=Addr("w"),
         dst=Addr("acc"),
-        in_h=p1 - p0,
         in_c=cin,
         out_c=width,
-        kernel_h=k1 - k0,
-        stride_h=shape.strides[0],
-        stride_w=sw,
-        dilation_h=shape.dilation[0],
-        dilation_w=dw,
-        pad_top=p_top,
-        pad_bottom=p_bottom,
         groups=groups,
         src_zp=op.in_q[0].zero_point,
         with_bias=bias,

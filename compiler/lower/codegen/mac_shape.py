@@ -10,9 +10,15 @@ from functools import lru_cache
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen.kernel_split import Piece, conv_limits, conv_pieces
+from vpuc.compiler.lower.codegen.kernel_split import (
+    ConvGeometry,
+    Piece,
+    column_window,
+    conv_limits,
+    conv_pieces,
+)
 from vpuc.compiler.lower.codegen.plan import View
-from vpuc.compiler.lower.codegen.tiling import Context, band_options, buffer
+from vpuc.compiler.lower.codegen.tiling import Context, band_options, buffer, halo
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.params import pack_requant_params, requant_param_bytes
 
@@ -108,6 +114,24 @@ def rows_view(view: View) -> View:
     if view.nchw and h * w > 1 and c > 1:  # (with one channel, or one pixel, the bytes agree)
         raise LowerError("dense layer or matrix product on a channels-first view (not yet)")
     return replace(view, shape=(1, n * h * w, 1, c), nchw=False)
+
+
+def piece_geometry(shape: MacShape, piece: Piece, rows: tuple[int, int]) -> tuple[int, int, dict]:
+    """One conv instruction's geometry: sub-kernel `piece` over output `rows`. Returns (the
+    first input row it reads, the first input column it reads, its geometry fields); a piece
+    of kernel columns reads the input cropped to the columns they cover (column_window).
+    tile_mac.build_mac's instructions and mac_bound's costs both take it from here."""
+    (_, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
+    k0, k1 = piece.rows
+    p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
+    first, fields = 0, dict(in_w=shape.w, kernel_w=kw, pad_left=shape.pads[1], pad_right=shape.pads[3])
+    if piece.cols is not None:
+        g = ConvGeometry(shape.w, shape.ow, kw, sw, dw, shape.pads[1])
+        first, count, left, right = column_window(g, piece.cols)
+        fields = dict(in_w=count, kernel_w=piece.cols[1] - piece.cols[0], pad_left=left, pad_right=right)
+    fields.update(in_h=p1 - p0, kernel_h=k1 - k0, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw,
+                  pad_top=p_top, pad_bottom=p_bottom)  # fmt: skip
+    return p0, first, fields
 
 
 def weights_ohwi(op: vops.Conv | vops.Dense) -> np.ndarray:

@@ -26,8 +26,6 @@ from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.kernel_split import (
-    ConvGeometry,
-    column_window,
     conv_limits,
 )
 from vpuc.compiler.lower.codegen.mac_bound import busy_bound
@@ -41,6 +39,7 @@ from vpuc.compiler.lower.codegen.mac_shape import (
     _pack,
     chunks,
     layer_pieces,
+    piece_geometry,
     rows_view,
     shape_of,
 )
@@ -363,41 +362,27 @@ def unit_rows(rows: tuple[int, int], vector: tuple[int, int], acc: str):
 
 def _conv_fields(op, shape: MacShape, pieces, p: int, rows, cin, chunk: Chunk, src, strides, i0, n,
                  tiled: bool, x_view: View) -> dict:  # fmt: skip
-    """The geometry fields of one conv instruction: kernel rows pieces[p] over output `rows`
-    of input channels `cin`, reading from `src` (the tile's first input row i0) with
-    `strides` = (src_stride, src_row_stride), 0 for dense."""
-    (_, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilation
-    (k0, k1), (c0, c1) = pieces[p].rows, cin
-    p0, p1, p_top, p_bottom = halo(rows, shape.h, k1 - k0, sh, dh, shape.pads[0] - k0 * dh)
+    """The fields of one conv instruction: kernel rows pieces[p] over output `rows` of input
+    channels `cin`, reading from `src` (the tile's first input row i0) with `strides` =
+    (src_stride, src_row_stride), 0 for dense; its geometry is mac_shape.piece_geometry's."""
+    c0, c1 = cin
+    p0, first, geometry = piece_geometry(shape, pieces[p], rows)
     if tiled:
         pixel, row = strides[0] or c1 - c0, strides[1] or shape.w * (c1 - c0)
         piece_src = src + (p0 - i0) * row
     else:
         pixel, row = x_view.pixel_stride, shape.w * x_view.pixel_stride
         piece_src = src + (x_view.pixel_offset(n, p0) - x_view.pixel_offset(n, i0))
-    fields = dict(in_w=shape.w, kernel_w=kw, pad_left=shape.pads[1], pad_right=shape.pads[3])
-    cols = pieces[p].cols
-    if cols is not None:  # kernel columns: the input cropped to the columns they read
-        g = ConvGeometry(shape.w, shape.ow, kw, sw, dw, shape.pads[1])
-        first, count, left, right = column_window(g, cols)
+    if pieces[p].cols is not None:  # kernel columns: the input cropped to the columns they read
         piece_src = piece_src + first * pixel
-        fields = dict(in_w=count, kernel_w=cols[1] - cols[0], pad_left=left, pad_right=right)
         strides = (strides[0] if tiled else pixel, row)
     return dict(
         src=piece_src,
-        in_h=p1 - p0,
         in_c=c1 - c0,
         out_c=chunk.out[1] - chunk.out[0],
-        kernel_h=k1 - k0,
-        stride_h=sh,
-        stride_w=sw,
-        dilation_h=dh,
-        dilation_w=dw,
-        pad_top=p_top,
-        pad_bottom=p_bottom,
         groups=chunk.groups,
         src_zp=op.in_q[0].zero_point,
         src_stride=strides[0],
         src_row_stride=strides[1],
-        **fields,
+        **geometry,
     )
