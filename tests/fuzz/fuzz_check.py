@@ -245,7 +245,7 @@ def _mismatch_unless_ties(model, target: str, inputs: dict, ours: dict, referenc
     problem = lsb_mismatch(ours, reference, lsbs)
     if problem is None:
         return None
-    flips = explained_by_ties(model, inputs, ours, lambda o, r: lsb_mismatch(o, r, lsbs))
+    flips = explained_by_ties(model, inputs, ours, lambda o, r: lsb_mismatch(o, r, lsbs), lsbs)
     if flips is None:
         return problem
     STATS[target]["explained by rounding ties"] += 1

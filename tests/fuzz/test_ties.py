@@ -105,3 +105,69 @@ def test_a_batch_norm_widens_the_window_by_its_bias_resolution():
     # beyond the window (0.006 steps from the boundary) nothing is a tie
     far = _batch_norm(0.1, [1.0, 0.25], [0.0506, 0.1006])
     assert [t for t in near_ties(far, {"x": np.full((1, 2, 1, 1), 0.2, np.float32)}) if t[0] == "b"] == []
+
+
+def _pool_times_7(width: int) -> onnx.ModelProto:
+    """x [1, 1, 10, width] -> Q(1) -> DQ -> AveragePool 10x1 -> Q(1) -> DQ -> Mul 7 -> Q(1) ->
+    DQ -> y: a mean of 10 integers at k + 0.5 steps is an exact tie, and the Mul carries the
+    pool's rounding to the output with gain 7, as a grouped 1x1 conv on a finer scale did
+    (the u55-256 fuzz finding: 47 ties in one pool)."""
+    inits = [
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array(0, np.int8), "zero"),
+        numpy_helper.from_array(np.array(7.0, np.float32), "seven"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "one", "zero"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "one", "zero"], ["xd"]),
+        helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[10, 1]),
+        helper.make_node("QuantizeLinear", ["p", "one", "zero"], ["pq"]),
+        helper.make_node("DequantizeLinear", ["pq", "one", "zero"], ["pd"]),
+        helper.make_node("Mul", ["pd", "seven"], ["m"]),
+        helper.make_node("QuantizeLinear", ["m", "one", "zero"], ["mq"]),
+        helper.make_node("DequantizeLinear", ["mq", "one", "zero"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "pool_times_7", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 10, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, width])], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _pool_case():
+    # by hand: 20 columns of ten integers; 16 sum to 10k + 5, k = 0..7 twice (k + 0.5 steps:
+    # a tie, which half-to-even rounds down for even k and up for odd k), 4 to 10k + 2
+    # (k + 0.2: no tie)
+    width, sums = 20, [10 * (j % 8) + 5 for j in range(16)] + [12, 22, 32, 42]
+    x = np.zeros((1, 1, 10, width), np.float32)
+    for j, total in enumerate(sums):
+        x[0, 0, : total // 10, j] = 10  # ten-step values spread down the column: sum = total
+        x[0, 0, 9, j] += total % 10
+    mean = np.array(sums, np.float64) / 10
+    return _pool_times_7(width), {"x": x}, mean
+
+
+def test_many_ties_past_every_subset_are_explained_by_the_descent():
+    model, inputs, mean = _pool_case()
+    lsbs = output_lsbs(model)
+    ties = near_ties(model, inputs)
+    assert sum(int(np.count_nonzero(n)) for _, _, n in ties) == 16  # past ALL_SUBSETS (10)
+    # an integer engine rounding every tie half up: 7 * (k + 1) where onnxruntime gives 7 * k
+    # for the 8 ties of even k; neither no flip nor all 16 nor any one alone gives it
+    half_up = {"y": (7 * np.floor(mean + 0.5)).reshape(1, 1, 1, -1).astype(np.float32)}
+    within = lambda o, r: lsb_mismatch(o, r, lsbs)  # noqa: E731
+    assert within(half_up, {"y": (7 * np.rint(mean)).reshape(1, 1, 1, -1).astype(np.float32)})
+    assert explained_by_ties(model, inputs, half_up, within) is None  # no lsbs: subsets only
+    assert explained_by_ties(model, inputs, half_up, within, lsbs) == 8
+
+
+def test_the_descent_does_not_explain_a_wrong_answer():
+    model, inputs, mean = _pool_case()
+    lsbs = output_lsbs(model)
+    within = lambda o, r: lsb_mismatch(o, r, lsbs)  # noqa: E731
+    wrong = 7 * np.floor(mean + 0.5)
+    wrong[17] += 7  # 2.2 steps rounded to 3: no tie there
+    assert explained_by_ties(model, inputs, {"y": wrong.reshape(1, 1, 1, -1).astype(np.float32)}, within, lsbs) is None
+    wrong = 7 * np.floor(mean + 0.5)
+    wrong[2] += 7  # a tie pushed a second step: neither rounding of 2.5 gives 4
+    assert explained_by_ties(model, inputs, {"y": wrong.reshape(1, 1, 1, -1).astype(np.float32)}, within, lsbs) is None
