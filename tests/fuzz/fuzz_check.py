@@ -15,8 +15,8 @@
                                    within 1 LSB of onnxruntime.
                                    In 2 and 3 an answer further off passes only when
                                    onnxruntime gives it with some near-tie roundings (within
-                                   fuzz_ties.TIE_STEPS of k + 0.5) taken the other way: each
-                                   quantised tensor then within its 1 LSB (fuzz_ties.py).
+                                   vpuc.runtime.ties.TIE_STEPS of k + 0.5) taken the other way: each
+                                   quantised tensor then within its 1 LSB (runtime/ties.py).
                                    Compiled with the profitability rule off (VPU_CHOICES): the
                                    cost model would keep most small graphs on the CPU. A graph
                                    with VPU subgraphs must have run them all in the simulator;
@@ -39,11 +39,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from fuzz_ties import explained_by_ties
 
 from vpuc import runtime
 from vpuc.compiler import CompileError, compile_model
 from vpuc.compiler.pipeline import PassSelection
+from vpuc.runtime.ties import explained_by_ties
 
 REPO = Path(__file__).resolve().parents[2]
 REGRESSIONS = REPO / "tests" / "fuzz_regressions"
@@ -241,7 +241,7 @@ def qdq_mismatch(model, target: str, inputs: dict, reference: dict, **choices) -
 
 def _mismatch_unless_ties(model, target: str, inputs: dict, ours: dict, reference: dict, lsbs) -> str | None:
     """lsb_mismatch, except where onnxruntime itself gives `ours` once some near-tie roundings
-    go the other way (fuzz_ties.py): each quantised tensor is then within its 1 LSB."""
+    go the other way (runtime/ties.py): each quantised tensor is then within its 1 LSB."""
     problem = lsb_mismatch(ours, reference, lsbs)
     if problem is None:
         return None

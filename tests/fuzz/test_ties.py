@@ -1,12 +1,13 @@
-"""The harness's tie differential (fuzz_ties.py) on graphs small enough to work by hand."""
+"""The harness's tie differential (runtime/ties.py) on graphs small enough to work by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 from fuzz_check import lsb_mismatch, output_lsbs
-from fuzz_ties import explained_by_ties, near_ties
 from onnx import TensorProto, helper, numpy_helper
+
+from vpuc.runtime.ties import explained_by_ties, near_ties
 
 
 def _q_times_3() -> onnx.ModelProto:
@@ -167,7 +168,13 @@ def test_the_descent_does_not_explain_a_wrong_answer():
     within = lambda o, r: lsb_mismatch(o, r, lsbs)  # noqa: E731
     wrong = 7 * np.floor(mean + 0.5)
     wrong[17] += 7  # 2.2 steps rounded to 3: no tie there
-    assert explained_by_ties(model, inputs, {"y": wrong.reshape(1, 1, 1, -1).astype(np.float32)}, within, lsbs) is None
+    assert (
+        explained_by_ties(model, inputs, {"y": wrong.reshape(1, 1, 1, -1).astype(np.float32)}, within, lsbs)
+        is None
+    )
     wrong = 7 * np.floor(mean + 0.5)
     wrong[2] += 7  # a tie pushed a second step: neither rounding of 2.5 gives 4
-    assert explained_by_ties(model, inputs, {"y": wrong.reshape(1, 1, 1, -1).astype(np.float32)}, within, lsbs) is None
+    assert (
+        explained_by_ties(model, inputs, {"y": wrong.reshape(1, 1, 1, -1).astype(np.float32)}, within, lsbs)
+        is None
+    )

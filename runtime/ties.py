@@ -1,4 +1,5 @@
-"""Rounding ties: the per-quantisation-point differential of the fuzz harness.
+"""Rounding ties: the per-quantisation-point differential of the fuzz harness (moved here
+from tests/fuzz/fuzz_ties.py so that `vpuc run --check` can use it too).
 
 The contract is 1 LSB per quantised tensor. A value that lands within float32 noise of a
 rounding boundary (k + 0.5 steps) may round either way: onnxruntime computes a BatchNorm as
@@ -87,7 +88,11 @@ def _affine_window(model: onnx.ModelProto, quantize: onnx.NodeProto, rank: int) 
     dq = producers.get(bn.input[0])
     constants = _constants(model)
     names = [*bn.input[1:5], quantize.input[1]]
-    if dq is None or dq.op_type != "DequantizeLinear" or any(n not in constants for n in [dq.input[1], *names]):
+    if (
+        dq is None
+        or dq.op_type != "DequantizeLinear"
+        or any(n not in constants for n in [dq.input[1], *names])
+    ):
         return 0.0
     x_scale = constants[dq.input[1]].astype(np.float64)
     if x_scale.size != 1:
