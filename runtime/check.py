@@ -24,7 +24,9 @@ int8 artifacts, three parts, each judged by its own tolerance (none waives anoth
              edges are dequantised with the QDQ model's own scales to feed and compare).
   qdq_model  end to end against onnxruntime on the QDQ model (the model given, when it is
              QDQ), in LSB at the int8 outputs (a float output that a DequantizeLinear
-             produces is compared in its steps): max_lsb <= END_TO_END_LSB_TOLERANCE.
+             produces is compared in its steps): max_lsb <= END_TO_END_LSB_TOLERANCE, or
+             onnxruntime gives our answer once some roundings at exact ties are taken the
+             other way (check_qdq.py, ties.py: a later layer's gain carries a tie step).
 Definitions: docs/metrics.md.
 """
 

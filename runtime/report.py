@@ -158,9 +158,16 @@ def _print_check(console: Console, check: dict[str, Any]) -> None:
                 "-" if none else f"{out['lsb']:.3g}",
                 "-" if none else str(out["max_lsb"]),
                 "-" if none else f"{out['exact_share']:.2%}",
-                _verdict(out["passed"]),
+                _verdict(out["passed"]) + (" (ties)" if out.get("explained_by_ties") else ""),
             )
         console.print(table)
+        if model.get("ties_flipped") is not None:
+            console.print(
+                f"  past {model['tolerance_lsb']} LSB, but onnxruntime gives this answer with "
+                f"{model['ties_flipped']} rounding(s) of values at a tie (k + 0.5 steps, within "
+                "float noise) taken the other way: a later layer's gain carried them "
+                "(docs/metrics.md)"
+            )
     if check["numerics"] != "int8":
         rule = "rel err <= " + str(part.get("tolerance_rel_err"))
     else:

@@ -178,3 +178,32 @@ def test_the_descent_does_not_explain_a_wrong_answer():
         explained_by_ties(model, inputs, {"y": wrong.reshape(1, 1, 1, -1).astype(np.float32)}, within, lsbs)
         is None
     )
+
+
+def _check_part(tmp_path, answer):
+    """`vpuc run --check`'s end-to-end part (runtime/check_qdq.py) on the hand model."""
+    from vpuc.runtime.check_qdq import qdq_model_check
+
+    model, inputs, _ = _pool_case()
+    path = tmp_path / "pool_times_7.onnx"
+    onnx.save(model, path)
+    return qdq_model_check(str(path), inputs, {"y": answer.reshape(1, 1, 1, -1).astype(np.float32)}, 2)
+
+
+def test_the_check_passes_tie_roundings_and_says_so(tmp_path):
+    _, _, mean = _pool_case()
+    part = _check_part(tmp_path, 7 * np.floor(mean + 0.5))  # 7 LSB from onnxruntime on 8 outputs
+    (row,) = part["outputs"]
+    assert row["max_lsb"] == 7 and row["passed"] and row["explained_by_ties"]
+    assert part["passed"] and part["ties_flipped"] == 8
+
+
+def test_the_check_still_fails_a_wrong_answer(tmp_path):
+    _, _, mean = _pool_case()
+    wrong = 7 * np.floor(mean + 0.5)
+    wrong[17] += 21  # 2.2 steps rounded to 5: 3 LSB past every legitimate rounding
+    part = _check_part(tmp_path, wrong)
+    assert not part["passed"] and part["ties_flipped"] is None
+    assert not part["outputs"][0]["passed"] and "explained_by_ties" not in part["outputs"][0]
+    exact = _check_part(tmp_path, 7 * np.rint(mean))  # onnxruntime's own answer: no ties needed
+    assert exact["passed"] and exact["ties_flipped"] is None and exact["outputs"][0]["max_lsb"] == 0
