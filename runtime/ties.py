@@ -48,6 +48,7 @@ TIE_STEPS = 2e-3
 ALL_SUBSETS = 10  # up to this many near-tie elements every choice is tried; above it, the descent
 DESCENT_TIES = 2000  # above this many, only none, each alone and all (each descent pass is one run per tie)
 DESCENT_PASSES = 4
+DESCENT_RUNS = 4000  # onnxruntime runs the descent may take in all (a wrong answer on a big model: it stops)
 FEED_PREFIX = "__tie_nudge_"
 
 
@@ -247,12 +248,13 @@ def _excess(ours: dict, reference: dict, lsbs: dict) -> float:
 def _descent(count: int, excess) -> np.ndarray:
     """Flips that lower `excess`, one near-tie element at a time, kept when they help."""
     mask = np.zeros(count, bool)
-    best = excess(mask)
+    best, runs = excess(mask), 1
     for _ in range(DESCENT_PASSES):
         changed = False
         for i in range(count):
-            if best == 0.0:
+            if best == 0.0 or runs >= DESCENT_RUNS:
                 return mask
+            runs += 1
             mask[i] = not mask[i]
             trial = excess(mask)
             if trial < best:
