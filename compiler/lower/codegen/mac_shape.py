@@ -259,9 +259,9 @@ def _leads(shape: MacShape, hw, chunk: int) -> tuple[int, ...]:
 def weights_dominate(shape: MacShape, ctx: Context) -> bool:
     """Whether the layer's weights take at least as long to load (at the bandwidth of the
     region they live in) as its multiply-accumulates take at the array's full rate: an FC,
-    or a conv over a small map. Then the weights are worth streaming under the MACs in
+    or a conv over a small map. Then the weights may be worth streaming under the MACs in
     smaller blocks, split along the input channels (accumulated in int32) or with a lead
-    chunk, and the search tries those too (the estimate chooses)."""
+    chunk (streams_weights says where the search tries those; the estimate chooses)."""
     hw = ctx.hw
     bandwidth = flash_view(hw).dram_bytes_per_cycle
     pixels = shape.n * shape.oh * shape.ow
