@@ -5,7 +5,8 @@ store after its last) and at most the candidate's estimate,
 for every candidate of every layer searched, on a spread of shapes: strided, dilated,
 grouped and depthwise convs (their vector-unit shares on vpu-plus), batches of two, a
 kernel past the conv limits (sub-kernels), channels-poor inputs (im2col gathers), a dense
-layer, and SRAM small enough that input channels split. The search prunes on it before
+layer, SRAM small enough that input channels split, and layers whose weights dominate (an FC,
+a conv over a small map: input-channel steps and lead chunks). The search prunes on it before
 building: were it above the events' bound it could drop the fastest candidate."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from vpuc.compiler.lower.codegen import tile_mac
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.mac_bound import busy_bound, events_bound
+from vpuc.compiler.lower.codegen.mac_shape import _choices
 from vpuc.targets import load_target
 
 from .conftest import Builder, with_sram
@@ -48,6 +50,19 @@ def _gathered(seed: int):
     return b.subgraph([b.conv(y, "tall", 8, k=(9, 1), pads=(3, 0, 3, 0))])
 
 
+def _streamed(seed: int):
+    """A conv whose weights dominate, first in its subgraph (no earlier layer to take their
+    load): the search tries input-channel steps and lead chunks (mac_shape.streams_weights)."""
+    b = Builder(seed)
+    return b.subgraph([b.conv(b.input("x", (1, 4, 4, 72)), "small_map", 20)])
+
+
+def _fc(seed: int):
+    """resnet8's FC (64 -> 10) alone, as _streamed."""
+    b = Builder(seed)
+    return b.subgraph([b.dense(b.input("v", (1, 1, 1, 64)), "fc", 10)])
+
+
 def _searched(subgraph, target, monkeypatch) -> list[tuple]:
     found = []
     search = tile_mac._search
@@ -70,20 +85,23 @@ CASES = [
     (_odd, "u55-256", 48 * 1024),
     (_gathered, "vpu", 64 * 1024),
     (_gathered, "vpu-plus", 2 << 20),
+    (_streamed, "u55-256", 48 * 1024),
+    (_streamed, "u55-256-sram", 48 * 1024),
+    (_fc, "u55-256", 48 * 1024),
+    (_fc, "u55-256-sram", 48 * 1024),
 ]
 
 
 @pytest.mark.parametrize(("build", "target", "sram"), CASES)
 def test_bound_from_the_shape_is_the_events_bound(build, target, sram, monkeypatch):
     searched = _searched(build(7), with_sram(load_target(target), sram), monkeypatch)
-    compared, pieces_seen, gathers, splits, cin_steps = 0, 0, 0, set(), 0
+    compared, pieces_seen, gathers, splits, cin_steps, leads = 0, 0, 0, set(), 0, set()
     for op, ctx, shape, x_dram, gather in searched:
         pieces = tile_mac.layer_pieces(op, shape, ctx)
         pieces_seen = max(pieces_seen, len(pieces))
         gathers += gather is not None
-        groups = tile_mac._choices(shape, ctx)
         memo: dict = {}
-        for group in groups[:1] if gather else groups:
+        for group in _choices(shape, ctx)[:1] if gather else _choices(shape, ctx):
             for choice in group:
                 if choice.order == "chunks" and (choice.whole or not x_dram):
                     continue
@@ -95,10 +113,13 @@ def test_bound_from_the_shape_is_the_events_bound(build, target, sram, monkeypat
                 compared += 1
                 splits.add(choice.vector)
                 cin_steps = max(cin_steps, -(-shape.cin // choice.cin))
-    assert compared > 50 and len(searched) >= 3
+                leads.add(choice.lead)
+    assert compared > 50 and len(searched) >= 3 or build is _fc and compared > 10
     if build is _convs and target == "vpu-plus":
         assert len(splits) > 1  # the depthwise layers' vector-unit shares were among them
     if build is _gathered:
         assert gathers and pieces_seen > 1  # im2col gathers and sub-kernels were among them
     if build is _odd and target == "vpu":
         assert cin_steps > 1  # input channels split into accumulated steps
+    if build in (_streamed, _fc):  # the streaming tilings: input-channel steps and lead chunks
+        assert cin_steps > 1 and leads > {0}

@@ -12,6 +12,7 @@ import pytest
 from vpuc.compiler.lower.codegen import tile_mac
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
 from vpuc.compiler.lower.codegen.estimate import Clock
+from vpuc.compiler.lower.codegen.mac_shape import search_groups
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets import load_target
 
@@ -31,8 +32,7 @@ def _mobilenet_blocks(seed: int):
 def _previous_search(op, ctx, shape, x_dram, y_dram, gather=None):
     """The search before the bound from the shape (tile_mac at 3e4fb57), for comparison."""
     scored, fastest, busy = [], None, {}
-    groups = tile_mac._choices(shape, ctx)
-    for group in groups[:1] if gather else groups:
+    for group in search_groups(shape, ctx, gather is not None):
         for choice in group:
             if choice.order == "chunks" and (choice.whole or not x_dram):
                 continue
@@ -41,7 +41,7 @@ def _previous_search(op, ctx, shape, x_dram, y_dram, gather=None):
             )
             if tile_mac.working_set(list(buffers.values())) > ctx.budget:
                 continue
-            same_work = (choice.band, choice.chunk, choice.cin, choice.vector)
+            same_work = (choice.band, choice.chunk, choice.cin, choice.vector, choice.lead)
             if fastest is not None and busy.get(same_work, 0) > fastest * (1 + tile_mac.TRAFFIC_SLACK):
                 continue
             plan, events = tile_mac.build_mac(op, ctx, shape, choice, gather)

@@ -11,6 +11,7 @@ import pytest
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import tile_mac, tiling
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
+from vpuc.compiler.lower.codegen.mac_shape import search_groups
 from vpuc.compiler.lower.codegen.plan import Addr, Spec
 from vpuc.compiler.lower.codegen.tiling import Events
 from vpuc.targets import load_target
@@ -113,17 +114,17 @@ def test_busy_bound_is_one_per_band_chunk_and_split(vpu, monkeypatch, sram):
     variants = 0
     for op, ctx, shape, x_dram, gather in searched:
         bounds: dict[tuple, set] = {}
-        for group in tile_mac._choices(shape, ctx):
+        for group in search_groups(shape, ctx, gather is not None):
             for choice in group:
                 if choice.order == "chunks" and (choice.whole or not x_dram):
                     continue
                 _, events = tile_mac.build_mac(op, ctx, shape, choice, gather)
-                key = (choice.band, choice.chunk, choice.cin, choice.vector)
+                key = (choice.band, choice.chunk, choice.cin, choice.vector, choice.lead)
                 bounds.setdefault(key, set()).add(tile_mac._busy_bound(events))
         assert all(len(found) == 1 for found in bounds.values()), op.name
         variants += len(bounds)
     assert len(searched) >= 4 and variants > 20
-    splits = {c.vector for _, ctx, shape, _, _ in searched for c in tile_mac._choices(shape, ctx)[0]}
+    splits = {c.vector for _, ctx, shape, _, _ in searched for c in search_groups(shape, ctx, False)[0]}
     assert len(splits) > 1  # the depthwise layer's vector splits are among them
 
 

@@ -44,7 +44,7 @@ def busy_bound(op, ctx: Context, shape, choice, pieces: list[Piece], gather=None
     cycles: choices differing only in weight residency or loop order issue the same MAC
     and vector instructions (their DMA work differs, and a gather's follows the order)."""
     memo = {} if memo is None else memo
-    work = ("work", choice.band, choice.chunk, choice.cin, choice.vector)
+    work = ("work", choice.band, choice.chunk, choice.cin, choice.vector, choice.lead)
     if work not in memo:
         memo[work] = _work(op, ctx, shape, choice, pieces, memo)
     mac, vec, mac_bands = memo[work]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import pairwise
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from vpuc.compiler.lower.codegen.kernel_split import (
 from vpuc.compiler.lower.codegen.plan import View
 from vpuc.compiler.lower.codegen.tiling import Context, band_options, buffer, halo
 from vpuc.compiler.lower.errors import LowerError
+from vpuc.targets.isa.dma_cost import flash_view
 from vpuc.targets.isa.params import pack_requant_params, requant_param_bytes
 
 
@@ -66,6 +68,7 @@ class Choice:
     whole: bool  # weights resident for the whole layer
     order: str  # "rows" (bands outer) or "chunks"
     vector: tuple[int, int] = (0, 1)  # (v, p): the vector unit computes v/p of a tile's rows
+    lead: int = 0  # output channels of the first chunk when fewer than `chunk` (0: `chunk`)
 
 
 def shape_of(op: vops.Conv | vops.Dense, ctx: Context) -> MacShape:
@@ -144,14 +147,18 @@ def chunks(shape: MacShape, choice: Choice) -> tuple[Chunk, ...]:
     """The output channel chunks of a choice, with their input channel steps (by the shape
     and the choice's chunk and step sizes alone: memoised, a search asks for them per
     candidate several times)."""
-    return _chunks(shape, choice.chunk, choice.cin)
+    return _chunks(shape, choice.chunk, choice.cin, choice.lead)
 
 
 @lru_cache(maxsize=4096)
-def _chunks(shape: MacShape, chunk: int, cin: int) -> tuple[Chunk, ...]:
+def _chunks(shape: MacShape, chunk: int, cin: int, lead: int = 0) -> tuple[Chunk, ...]:
     if shape.groups == 1:
         steps = tuple((c, min(shape.cin, c + cin)) for c in range(0, shape.cin, cin))
-        return tuple(Chunk((o, min(shape.cout, o + chunk)), steps, 1) for o in range(0, shape.cout, chunk))
+        starts = [0, *range(lead or chunk, shape.cout, chunk)]  # a lead chunk first, then whole ones
+        found = [Chunk(out, steps, 1) for out in pairwise([*starts, shape.cout])]
+        if lead:  # its block small already: all its input channels at once
+            found[0] = Chunk(found[0].out, ((0, shape.cin),), 1)
+        return tuple(found)
     found = []
     for g in range(0, shape.groups, chunk):
         g1 = min(shape.groups, g + chunk)
@@ -206,8 +213,11 @@ def _buffers(
 
 def _choices(shape: MacShape, ctx: Context) -> list[list[Choice]]:
     """Choices grouped by input channels per step, whole first: a split of the input
-    channels (accumulated in int32) is tried only when no choice with all of them fits."""
+    channels (accumulated in int32) is tried only when no choice with all of them fits, or
+    when the layer streams its weights under its MACs (search_groups). Then streamed weights
+    may also start with a lead chunk of fewer output channels (its block loads sooner)."""
     hw = ctx.hw
+    leads = streams_weights(shape, ctx)
     if shape.groups == 1:
         chunk_sizes = [shape.cout] + [hw.mac_cols * k for k in (8, 4, 2, 1) if hw.mac_cols * k < shape.cout]
         cin_sizes = [shape.cin] + [
@@ -217,7 +227,8 @@ def _choices(shape: MacShape, ctx: Context) -> list[list[Choice]]:
         unit = max(1, min(shape.groups, hw.mac_rows // shape.cin_g, hw.mac_cols // max(shape.cout_g, 1)))
         chunk_sizes = [shape.groups] + [unit * k for k in (8, 4, 2, 1) if unit * k < shape.groups]
         cin_sizes = [shape.cin]
-    return [
+        leads = False
+    groups = [
         [
             Choice(band, chunk, cin, whole, order, vector)
             for chunk in chunk_sizes
@@ -228,6 +239,72 @@ def _choices(shape: MacShape, ctx: Context) -> list[list[Choice]]:
         ]
         for cin in cin_sizes
     ]
+    if not leads:
+        return groups
+    # after the others, so that a tie keeps the tiling chosen without them
+    streamed = [[c for c in group if not c.whole] for group in groups]
+    return [
+        group + [replace(c, lead=lead) for c in more for lead in _leads(shape, hw, c.chunk)]
+        for group, more in zip(groups, streamed, strict=True)
+    ]
+
+
+def _leads(shape: MacShape, hw, chunk: int) -> tuple[int, ...]:
+    """Lead chunk widths of a streamed tiling: the remainder chunk first (cout % chunk), or
+    one array-wide column of outputs first."""
+    found = [lead for lead in (shape.cout % chunk, hw.mac_cols) if 0 < lead < min(chunk, shape.cout)]
+    return tuple(dict.fromkeys(found))
+
+
+def weights_dominate(shape: MacShape, ctx: Context) -> bool:
+    """Whether the layer's weights take at least as long to load (at the bandwidth of the
+    region they live in) as its multiply-accumulates take at the array's full rate: an FC,
+    or a conv over a small map. Then the weights may be worth streaming under the MACs in
+    smaller blocks, split along the input channels (accumulated in int32) or with a lead
+    chunk (streams_weights says where the search tries those; the estimate chooses)."""
+    hw = ctx.hw
+    bandwidth = flash_view(hw).dram_bytes_per_cycle
+    pixels = shape.n * shape.oh * shape.ow
+    return pixels * bandwidth <= hw.mac_rows * hw.mac_cols
+
+
+def weights_prefetchable(shape: MacShape, ctx: Context) -> bool:
+    """Whether an earlier layer may take the layer's first weight load (prefetch.py): the
+    weights' role may use the prefetch rooms and one holds an array-wide chunk's weights."""
+    if "w" not in ctx.prefetch_roles:
+        return False
+    block = min(shape.cout, ctx.hw.mac_cols) * shape.kernel[0] * shape.kernel[1] * shape.cin_g
+    return any(room >= block for _, room in ctx.prefetch_rooms)
+
+
+# Whether the search may stream a layer's weights in input-channel steps and lead chunks
+# (streams_weights); off, the tilings tried are those before issue 21's FC streaming.
+STREAM_SPLITS = True
+
+
+def streams_weights(shape: MacShape, ctx: Context) -> bool:
+    """Whether the search tries the tilings that stream the weights under the MACs in small
+    blocks (input-channel steps and lead chunks beside the usual ones): where the weights
+    dominate and no earlier layer can take their first load. Where one can, prefetch.py
+    hides a whole first block there, which the search's estimate of the layer alone does not
+    see: offered anyway, a lead chunk (a small first block) won that estimate and forfeited
+    the hiding (resnet8's FC at u55-256, whose first 608-byte block loads under the average
+    pool: +378 cycles in the program). docs/targets.md, "Weights streamed under the MACs"."""
+    return STREAM_SPLITS and weights_dominate(shape, ctx) and not weights_prefetchable(shape, ctx)
+
+
+def search_groups(shape: MacShape, ctx: Context, gathered: bool) -> list[list[Choice]]:
+    """The groups of choices tile_mac._search walks, each only if none before it fits: a
+    gathered conv's first (its channels are never split); a layer that streams its weights
+    (streams_weights), every input-channel step at once, the lead chunks last (the estimate
+    weighs a split against the whole; a tie keeps a tiling without a lead); else _choices'
+    groups."""
+    groups = _choices(shape, ctx)
+    if gathered:
+        return groups[:1]
+    if streams_weights(shape, ctx):
+        return [sorted((choice for group in groups for choice in group), key=lambda c: c.lead > 0)]
+    return groups
 
 
 # Shares of every depthwise tile's output rows the vector unit computes (vconv), as (v, p):
@@ -283,6 +360,8 @@ def _describe(choice: Choice, shape: MacShape, parts: tuple[Chunk, ...]) -> dict
         "weights": "resident" if choice.whole else "streamed",
         "loop": "bands outer" if choice.order == "rows" else "channel chunks outer",
     }
+    if choice.lead:  # a narrower first chunk, its weights streamed first
+        described["first_chunk_channels"] = choice.lead
     if choice.vector[0]:  # a depthwise layer's share on the vector unit (vconv)
         described["vector_unit_rows"] = f"{choice.vector[0]}/{choice.vector[1]}"
     return described

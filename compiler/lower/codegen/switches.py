@@ -22,6 +22,7 @@ SWITCHES = (
     (tile_im2col, "CHOOSE"),  # im2col or conv: by the estimate, or forced (tests)
     (tile_mac, "TRAFFIC_SLACK"),
     (mac_shape, "VECTOR_SPLITS"),
+    (mac_shape, "STREAM_SPLITS"),  # weights streamed in input-channel steps and lead chunks
     (tiling, "STORE_KEY"),
 )
 

@@ -34,14 +34,15 @@ from vpuc.compiler.lower.codegen.mac_shape import (
     Chunk,
     MacShape,
     _buffers,
-    _choices,
     _describe,
     _pack,
     chunks,
     layer_pieces,
     piece_geometry,
     rows_view,
+    search_groups,
     shape_of,
+    streams_weights,
 )
 from vpuc.compiler.lower.codegen.plan import BLOB_PREFIX, Addr, OpPlan, Spec, View
 from vpuc.compiler.lower.codegen.tiling import (
@@ -95,12 +96,13 @@ def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -
     names; ctx.key_base shifts every event key alike, quarter steps exact in a float), its
     tensors' names (they find input waits on the clock, which the search starts empty),
     where its views sit in their storage (addresses, which no cost reads) and the prefetch
-    rooms and roles (they set when a buffer may start being live, not its bytes)."""
+    rooms and roles (they set when a buffer may start being live, not its bytes) but for
+    whether they let an earlier layer take the weights (streams_weights: which candidates)."""
     target, requant = ctx.target, op.requant
     return (
         type(op), shape, x_dram, y_dram, _placed(ctx.view(op.inputs[0])), _placed(ctx.view(op.output)),
         target.name, target.hardware, target.numerics, conv_limits(target), ctx.budget,
-        op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp),
+        op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp), streams_weights(shape, ctx),
     )  # fmt: skip
 
 
@@ -122,8 +124,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
     the one estimating every candidate gives; the ranking's ties go to the earliest in
     _choices' order, as they did."""
     pieces = None
-    groups = _choices(shape, ctx)
-    for group in groups[:1] if gather else groups:
+    for group in search_groups(shape, ctx, gather is not None):
         fitting, memo = [], {}
         for index, choice in enumerate(group):
             if choice.order == "chunks" and (choice.whole or not x_dram):
