@@ -75,6 +75,7 @@ def partition_for_vpu(
     blocked: dict[str, str] | None = None,
     vpu_estimate: Callable[[tvm.IRModule], VpuAnswers] | None = None,
     notes: dict[str, str] | None = None,
+    exact_figures: bool = True,
 ) -> PartitionResult:
     """Partition `mod` (after the graph passes) for a VPU target. `blocked` names bindings
     to keep on the CPU whatever the op list says, with the reason (the quantiser's float
@@ -82,7 +83,10 @@ def partition_for_vpu(
     passes it for a quantised module): the layers it refuses are blocked in the final cut,
     and the profitability rule uses its cycles (the layer planner's, layer by layer,
     elsewhere). `notes` says, per ONNX node, what an earlier stage made of it
-    (decompose.py), and the report shows it."""
+    (decompose.py), and the report shows it. `exact_figures` False (a caller that reads
+    only the placement): the profitability rule sends a subgraph to the CPU on a lower bound
+    of its cycles when that suffices, without planning its layers, and its verdict shows
+    the bound (profit.py; the same placement)."""
     real = {node.name for node in onnx_model.graph.node}
     # Bindings the passes inserted (layout transposes) carry pseudo-nodes: they compute no
     # ONNX node, and the report names them by the tensor they transform.
@@ -98,7 +102,7 @@ def partition_for_vpu(
         # judged on the raw cut as it stands: a subgraph the rule sends to the CPU gets its
         # verdict as the reason (a layer the quantiser left in float for that reason is also
         # one the code generator refuses); the code generator's refusals block the rest
-        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, answers.cycles)
+        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, answers.cycles, exact_figures)
     idle = computeless(raw)
     blocked_now = {**refused, **answers.refusals, **unprofitable, **idle}
     if len(blocked_now) > len(refused):

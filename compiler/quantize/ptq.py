@@ -80,15 +80,20 @@ def quantize(
         held_out = calib
         warnings.append("no held-out samples given: accuracy is measured on the calibration samples")
     provenance = onnx_provenance(provenance, onnx_model)
-    partition = partition_for_vpu(mod, target, onnx_model, provenance, min_subgraph_ops, profitability)
+    # only the placements of these partitions are read: a subgraph a lower bound of its
+    # cycles sends to the CPU is not planned exactly (exact_figures=False)
+    partition = partition_for_vpu(
+        mod, target, onnx_model, provenance, min_subgraph_ops, profitability, exact_figures=False
+    )
     kept: dict[str, str] = {}
     if options.keep_float:
         kept, notes = keep_float_bindings(options.keep_float, partition.placement, provenance, onnx_model)
         warnings.extend(notes)
         if kept:
             partition = partition_for_vpu(
-                mod, target, onnx_model, provenance, min_subgraph_ops, profitability, blocked=kept
-            )
+                mod, target, onnx_model, provenance, min_subgraph_ops, profitability, blocked=kept,
+                exact_figures=False,
+            )  # fmt: skip
     plan = plan_quantization(mod["main"], partition.placement)
     output_names = [spec.name for spec in onnx_model.graph.output]
     summary = {
@@ -122,8 +127,9 @@ def quantize(
         reason = f"kept in float on the CPU: --min-sqnr {options.min_sqnr_db:g} needs it"
         blocked.update({m: reason for layer in floor.kept for m in layer.members})
         final = partition_for_vpu(
-            prepared.mod, target, onnx_model, provenance, min_subgraph_ops, profitability, blocked=blocked
-        )
+            prepared.mod, target, onnx_model, provenance, min_subgraph_ops, profitability, blocked=blocked,
+            exact_figures=False,
+        )  # fmt: skip
         placement = final.placement
         final_plan = plan_quantization(prepared.mod["main"], placement)
         realized = realize(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.lower.codegen import mac_shape, tile_mac
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.mac_shape import search_groups
@@ -37,7 +37,7 @@ def _previous_search(op, ctx, shape, x_dram, y_dram, gather=None):
             if choice.order == "chunks" and (choice.whole or not x_dram):
                 continue
             buffers = tile_mac._buffers(
-                shape, choice, ctx, x_dram, y_dram, tile_mac._tile_count(shape, choice), gather
+                shape, choice, ctx, x_dram, y_dram, mac_shape.tile_count(shape, choice), gather
             )
             if tile_mac.working_set(list(buffers.values())) > ctx.budget:
                 continue

@@ -20,7 +20,15 @@ from collections import Counter
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.kernel_split import Piece
-from vpuc.compiler.lower.codegen.mac_shape import _block_bytes, chunks, piece_geometry, rows_view
+from vpuc.compiler.lower.codegen.mac_shape import (
+    _block_bytes,
+    _choices,
+    chunks,
+    fitting,
+    layer_pieces,
+    piece_geometry,
+    rows_view,
+)
 from vpuc.compiler.lower.codegen.plan import Addr, Spec
 from vpuc.compiler.lower.codegen.tiling import (
     UNIT_OF_OPCODE,
@@ -33,6 +41,24 @@ from vpuc.compiler.lower.codegen.tiling import (
 )
 from vpuc.targets.isa.cost import issue_overlap
 from vpuc.targets.isa.formats import Conv, Opcode, Requant, Unit
+
+
+def least_bound(op, ctx: Context, shape, gather=None) -> int | None:
+    """The least busy_bound of the choices tile_mac._search may take for `op` with `shape`
+    (and `gather`), in every group of input-channel steps: the search takes one of the
+    first group that has any fitting, and a smaller budget (emit.py's later attempts) only
+    narrows each group, so whatever it takes estimates at least this. None when nothing
+    fits (the search raises)."""
+    x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    groups = _choices(shape, ctx)
+    least, pieces, memo = None, None, {}
+    for group in groups[:1] if gather else groups:
+        for _, choice in fitting(shape, ctx, group, x_dram, y_dram, gather):
+            if pieces is None:
+                pieces = layer_pieces(op, shape, ctx)
+            bound = busy_bound(op, ctx, shape, choice, pieces, gather, memo)
+            least = bound if least is None else min(least, bound)
+    return least
 
 
 def busy_bound(op, ctx: Context, shape, choice, pieces: list[Piece], gather=None, memo=None) -> int:

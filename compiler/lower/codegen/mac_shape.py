@@ -19,7 +19,7 @@ from vpuc.compiler.lower.codegen.kernel_split import (
     conv_pieces,
 )
 from vpuc.compiler.lower.codegen.plan import View
-from vpuc.compiler.lower.codegen.tiling import Context, band_options, buffer, halo
+from vpuc.compiler.lower.codegen.tiling import Context, band_options, buffer, halo, working_set
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.dma_cost import flash_view
 from vpuc.targets.isa.params import pack_requant_params, requant_param_bytes
@@ -208,6 +208,26 @@ def _buffers(
     found["acc"] = buffer(ctx, "acc", rows * shape.ow * out_c * 4, 2 if tiles > 1 else 1)
     if y_dram:
         found["out"] = buffer(ctx, "out", rows * shape.ow * out_c, 2 if tiles > 1 else 1)
+    return found
+
+
+def tile_count(shape: MacShape, choice: Choice) -> int:
+    return shape.n * -(-shape.oh // choice.band) * len(chunks(shape, choice))
+
+
+def fitting(
+    shape: MacShape, ctx: Context, group: list[Choice], x_dram: bool, y_dram: bool, gather=None
+) -> list[tuple[int, Choice]]:
+    """The choices of `group` the search may take, with their index in it: those whose
+    buffers fit `ctx.budget`, a loop over chunks only where the weights stream and the input
+    is in DRAM (else it is the rows' loop)."""
+    found = []
+    for index, choice in enumerate(group):
+        if choice.order == "chunks" and (choice.whole or not x_dram):
+            continue
+        buffers = _buffers(shape, choice, ctx, x_dram, y_dram, tile_count(shape, choice), gather)
+        if working_set(list(buffers.values())) <= ctx.budget:
+            found.append((index, choice))
     return found
 
 

@@ -1,6 +1,7 @@
 """The layer planner as the one oracle: does this layer fit the VPU, and what does it cost?
 
     answer(view, target) -> LayerAnswer(reason, cycles, sram_bytes)
+    least(view, target)  -> cycles answer's are at least, without planning the layer
 
 The partitioner asks this before it fixes a partition (its SRAM fit check and the VPU side
 of its profitability rule), and so does the quantiser's partition of the float module: the
@@ -23,9 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
+from vpuc.compiler.lower.codegen import prefetch
 from vpuc.compiler.lower.codegen.emit import lower_subgraph
+from vpuc.compiler.lower.codegen.layer_bound import least_cycles
 from vpuc.compiler.lower.codegen.layer_plan import min_working_set
 from vpuc.compiler.lower.codegen.residency import place
+from vpuc.compiler.lower.codegen.tiling import Context
 from vpuc.compiler.lower.errors import LowerError, SramError
 from vpuc.targets import Target
 from vpuc.targets.ops import OpView
@@ -69,7 +73,20 @@ def fit(view: OpView, target: Target) -> LayerAnswer:
     return _ANSWERS[key]
 
 
-_ANSWERS: dict[tuple, LayerAnswer] = {}
+def least(view: OpView, target: Target) -> int:
+    """A lower bound of answer(view, target).cycles from the shapes of the tilings the
+    planner may choose, none of them built, and of its compulsory transfers
+    (layer_bound.py; cached): the
+    partitioner's profitability rule sends a subgraph to the CPU on it when even this
+    costs more than the subgraph saves. 0 where the planner has nothing to plan or no tiling
+    fits (the answer's cycles are 0 then too)."""
+    key = ("least", target_fingerprint(target), _switches(), _key(view))
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _least(view, target)
+    return _ANSWERS[key]
+
+
+_ANSWERS: dict[tuple, LayerAnswer | int] = {}
 _FINGERPRINTS: dict[int, tuple[Target, str]] = {}
 
 
@@ -127,6 +144,23 @@ def _fit(view: OpView, target: Target) -> LayerAnswer:
     except LowerError as exc:
         return LayerAnswer(str(exc), sram_limited=isinstance(exc, SramError))
     return LayerAnswer(None, 0, int(need))
+
+
+def _least(view: OpView, target: Target) -> int:
+    """The layer placed and given its SRAM as lower_subgraph's first attempt gives them."""
+    try:
+        subgraph = one_layer_subgraph(view)
+    except _NotPlannable:
+        return 0
+    hw = target.hardware
+    try:
+        working_set = lambda o, p: min_working_set(o, p, target)  # noqa: E731
+        placement = place(subgraph, hw.sram_bytes, working_set, hw.feature_maps_in == "sram")
+        budget = hw.sram_bytes - placement.resident_bytes_at(0)
+        ctx = Context(target, placement, 0, budget, 0.0, (), prefetch.PREFETCH_ROLES)
+        return least_cycles(subgraph.ops[0], ctx)
+    except LowerError:
+        return 0
 
 
 class _NotPlannable(Exception):

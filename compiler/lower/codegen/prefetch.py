@@ -86,13 +86,21 @@ def estimate_cycles(
     start: int = 0,
     clock: Clock | None = None,
     snapshots: list[Clock] | None = None,
-) -> tuple[int, list]:
+    no_sooner_than: tuple[list[Clock], dict[int, frozenset[str]]] | None = None,
+) -> tuple[int | None, list]:
     """The subgraph's estimated cycles and each layer's (start, end) on one clock: from layer
     `start` on `clock` (the clock as it was before that layer), keeping in `snapshots` a copy
-    of the clock before every layer."""
+    of the clock before every layer. With `no_sooner_than` (another schedule's clocks before
+    each layer, and for some layers t the tensors layers t.. wait on): None as soon as the
+    clock before such a layer is nowhere sooner than that schedule's (_no_sooner), from where
+    the layers left end no sooner than they did there: every step of the estimate is a max
+    or a sum of what the clock holds."""
     clock = clock or Clock()
     spans = []
-    for plan in plans[start:]:
+    for index, plan in enumerate(plans[start:], start):
+        if no_sooner_than is not None and index in no_sooner_than[1]:
+            if _no_sooner(clock, no_sooner_than[0][index], no_sooner_than[1][index]):
+                return None, spans
         if snapshots is not None:
             snapshots.append(clock.copy())
         before = clock.now
@@ -103,11 +111,52 @@ def estimate_cycles(
     return clock.now, spans
 
 
+def _no_sooner(clock: Clock, other: Clock, waited: frozenset[str]) -> bool:
+    """Whether `clock` is at least `other` in all that the layers after read: each unit's
+    free time, the ready time of each tensor in `waited`, the DMA unit's ports (when it
+    takes its next transfer, when each port is free and the ends of the transfers still
+    counted in flight) and when every transfer so far retired."""
+    if (
+        any(clock.free[unit] < other.free[unit] for unit in other.free)
+        or clock.dma_retired < other.dma_retired
+    ):
+        return False
+    if any(clock.ready.get(name, 0) < other.ready.get(name, 0) for name in waited):
+        return False
+    if (clock.ports is None) != (other.ports is None):
+        return False
+    if other.ports is None:
+        return True
+    mine, theirs = clock.ports, other.ports
+    if mine.taken < theirs.taken or any(mine.port_free[p] < theirs.port_free[p] for p in theirs.port_free):
+        return False
+    for port, ends in theirs.ends.items():
+        limit = theirs.outstanding(port)
+        last, own = ends[-limit:], mine.ends[port][-limit:]
+        if len(own) < len(last) or any(a < b for a, b in zip(own[::-1], last[::-1], strict=False)):
+            return False
+    return True
+
+
+def _waited_from(plans: list[OpPlan], first: int) -> dict[int, frozenset[str]]:
+    """For every layer t from `first` on: the tensors whose ready time layers t.. read (their
+    events' waits, a view's sources)."""
+    waited, names = {}, set()
+    for t in range(len(plans) - 1, first - 1, -1):
+        plan = plans[t]
+        names.update(name for event in plan.events for name in event.tensors)
+        if not plan.events:
+            names.update(plan.op.inputs)
+        waited[t] = frozenset(names)
+    return waited
+
+
 def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
     """For every layer with prefetchable buffers, the layer its loads run during (or its
     own) and where among that layer's transfers (early or late, `_hoist`), by the estimate
-    (from the host on: the clock before it is the same); moves the loads and sets the
-    buffers' lifetimes to match."""
+    (from the host on: the clock before it is the same; a trial stops where it can no
+    longer beat the kept schedule, _no_sooner); moves the loads and sets the buffers'
+    lifetimes to match."""
     snapshots: list[Clock] = []
     best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots)
     for plan in plans:
@@ -118,12 +167,17 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
         saved = {t: (list(plans[t].events), plans[t].dram_read_bytes) for t in (*hosts, plan.index)}
         chosen = None
         depths = sorted({1, max(b.slots for b in early)})
+        # a trial whose clock, past this layer, is nowhere sooner than the kept schedule's
+        # there ends no sooner than it (`best` or later): it stops there
+        kept = (snapshots, _waited_from(plans, plan.index + 1))
         for host in hosts:
             for late, pieces in ((False, 1), (False, PIECES), (True, 1)):
                 for depth in depths:
                     _hoist(plans, plan, host, early, late, depth, pieces, target)
-                    cycles, _ = estimate_cycles(plans, placement, target, host, snapshots[host].copy())
-                    if cycles < best:
+                    cycles, _ = estimate_cycles(
+                        plans, placement, target, host, snapshots[host].copy(), None, kept
+                    )
+                    if cycles is not None and cycles < best:
                         best, chosen = cycles, (host, late, depth, pieces)
                     for t, (events, nbytes) in saved.items():
                         plans[t].events, plans[t].dram_read_bytes = list(events), nbytes

@@ -50,7 +50,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import tile_mac
+from vpuc.compiler.lower.codegen import mac_bound, tile_mac
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.im2col_gather import ColumnCopy, ColumnWindow, Gather, RowGather
 from vpuc.compiler.lower.codegen.plan import OpPlan
@@ -96,36 +96,69 @@ def _cycles(plan: OpPlan, ctx: Context) -> int:
     return Events(ctx, plan.events).estimate(Clock())
 
 
-def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
-    """The 1x1 conv (patches) or 1 x kw conv (rows) over the gathered tile, tiled."""
-    shape = tile_mac.shape_of(op, ctx)
-    (_, kw), (_, sw), (_, left, _, right) = op.kernel, op.strides, op.padding
-    if isinstance(gather, ColumnWindow):
-        return _planned_columns(op, ctx, gather, shape)
-    if isinstance(gather, RowGather):
-        kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
-        weights = op.weights.transpose(0, 2, 1, 3).reshape(op.out_channels, 1, kw, -1)
-        label = f"im2col of kernel rows ({gather.tile_shape[1]} channels, 1x{kw} kernel)"
-    else:
-        kernel, strides, pads = (1, 1), (1, 1), (0, 0, 0, 0)
-        weights = op.weights.transpose(0, 3, 1, 2) if gather.view.nchw else op.weights
-        weights = weights.reshape(op.out_channels, 1, 1, -1)
-        label = f"im2col (K {gather.patch_bytes})"
-    flat = replace(shape, h=shape.oh, w=gather.tile_shape[0], cin=gather.tile_shape[1])
-    flat = replace(flat, kernel=kernel, strides=strides, pads=pads)
-    one = replace(op, weights=np.ascontiguousarray(weights), strides=strides, padding=pads)
+def least_cycles(op: vops.Conv | vops.Dense, ctx: Context) -> int | None:
+    """A lower bound of the cycles plan_conv's plan estimates: the least busy-time bound
+    (mac_bound.least_bound) of the conv's own choices and of each im2col's; None when none
+    fits (plan_conv raises)."""
+    found = []
     try:
-        plan = tile_mac.plan_mac(one, ctx, flat, gather)
+        found.append(mac_bound.least_bound(op, ctx, tile_mac.shape_of(op, ctx)))
+    except LowerError:
+        pass
+    for gather in (gather_of(op, ctx), rows_of(op, ctx), *columns_of(op, ctx)):
+        if gather is not None:
+            try:
+                found.append(mac_bound.least_bound(*_lowered(op, ctx, gather), gather))
+            except LowerError:
+                pass
+    return min((f for f in found if f is not None), default=None)
+
+
+def _planned(op: vops.Conv, ctx: Context, gather: Gather) -> OpPlan | None:
+    """The 1x1 conv (patches), 1 x kw conv (rows) or kh x 1 conv (a column window) over the
+    gathered tile, tiled."""
+    one, tile_ctx, flat = _lowered(op, ctx, gather)
+    try:
+        plan = tile_mac.plan_mac(one, tile_ctx, flat, gather)
     except LowerError:
         return None
     plan.op = op
+    if isinstance(gather, ColumnWindow):
+        shape, (kh, kw), span = tile_mac.shape_of(op, ctx), op.kernel, gather.tile_shape[1]
+        plan.macs = shape.n * shape.oh * shape.ow * op.out_channels * kh * kw * gather.channels
+        where = "of a resident input" if isinstance(gather, ColumnCopy) else "in place"
+        packed_note = f", {gather.pack} output columns a pixel" if gather.pack > 1 else ""
+        label = f"column window {where} ({span} channels, {kh}x1 kernel{packed_note})"
+    elif isinstance(gather, RowGather):
+        label = f"im2col of kernel rows ({gather.tile_shape[1]} channels, 1x{op.kernel[1]} kernel)"
+    else:
+        label = f"im2col (K {gather.patch_bytes})"
     plan.choice = {"lowering": label, **plan.choice}
     return plan
 
 
-def _planned_columns(op: vops.Conv, ctx: Context, window: ColumnWindow, shape) -> OpPlan | None:
-    """The kh x 1 conv over the column window's tile, tiled; packed (P > 1): P*O outputs
-    over the output tensor seen as (out_h, ow/P, P*O), its bytes unchanged."""
+def _lowered(op: vops.Conv, ctx: Context, gather: Gather) -> tuple[vops.Conv, Context, tile_mac.MacShape]:
+    """(the conv over the gathered tile, its context, its shape as the array sees it)."""
+    shape = tile_mac.shape_of(op, ctx)
+    (_, kw), (_, sw), (_, left, _, right) = op.kernel, op.strides, op.padding
+    if isinstance(gather, ColumnWindow):
+        return _columns_lowered(op, ctx, gather, shape)
+    if isinstance(gather, RowGather):
+        kernel, strides, pads = (1, kw), (1, sw), (0, left, 0, right)
+        weights = op.weights.transpose(0, 2, 1, 3).reshape(op.out_channels, 1, kw, -1)
+    else:
+        kernel, strides, pads = (1, 1), (1, 1), (0, 0, 0, 0)
+        weights = op.weights.transpose(0, 3, 1, 2) if gather.view.nchw else op.weights
+        weights = weights.reshape(op.out_channels, 1, 1, -1)
+    flat = replace(shape, h=shape.oh, w=gather.tile_shape[0], cin=gather.tile_shape[1])
+    flat = replace(flat, kernel=kernel, strides=strides, pads=pads)
+    one = replace(op, weights=np.ascontiguousarray(weights), strides=strides, padding=pads)
+    return one, ctx, flat
+
+
+def _columns_lowered(op: vops.Conv, ctx: Context, window: ColumnWindow, shape):
+    """The kh x 1 conv over the column window's tile; packed (P > 1): P*O outputs over the
+    output tensor seen as (out_h, ow/P, P*O), its bytes unchanged."""
     (kh, kw), (sh, sw), (top, _, bottom, _) = op.kernel, op.strides, op.padding
     pack, out_c, span = window.pack, op.out_channels, window.tile_shape[1]
     weights = np.zeros((pack * out_c, kh, 1, span), np.int8)
@@ -145,16 +178,7 @@ def _planned_columns(op: vops.Conv, ctx: Context, window: ColumnWindow, shape) -
         placement = copy.copy(ctx.placement)
         placement.views = {**ctx.placement.views, op.output: packed}
         ctx = replace(ctx, placement=placement)
-    try:
-        plan = tile_mac.plan_mac(one, ctx, flat, window)
-    except LowerError:
-        return None
-    plan.op, plan.macs = op, shape.n * shape.oh * shape.ow * out_c * kh * kw * window.channels
-    where = "of a resident input" if isinstance(window, ColumnCopy) else "in place"
-    packed_note = f", {pack} output columns a pixel" if pack > 1 else ""
-    label = f"column window {where} ({span} channels, {kh}x1 kernel{packed_note})"
-    plan.choice = {"lowering": label, **plan.choice}
-    return plan
+    return one, ctx, flat
 
 
 def gather_of(op, ctx: Context, check_rows: bool = True, resident: bool = False) -> Gather | None:

@@ -37,6 +37,7 @@ from vpuc.compiler.lower.codegen.mac_shape import (
     _describe,
     _pack,
     chunks,
+    fitting,
     layer_pieces,
     piece_geometry,
     rows_view,
@@ -125,20 +126,14 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
     _choices' order, as they did."""
     pieces = None
     for group in search_groups(shape, ctx, gather is not None):
-        fitting, memo = [], {}
-        for index, choice in enumerate(group):
-            if choice.order == "chunks" and (choice.whole or not x_dram):
-                continue
-            tiles = _tile_count(shape, choice)
-            buffers = _buffers(shape, choice, ctx, x_dram, y_dram, tiles, gather)
-            if working_set(list(buffers.values())) > ctx.budget:
-                continue
+        bounded, memo = [], {}
+        for index, choice in fitting(shape, ctx, group, x_dram, y_dram, gather):
             if pieces is None:  # (raising where the first build would)
                 pieces = layer_pieces(op, shape, ctx)
-            fitting.append((busy_bound(op, ctx, shape, choice, pieces, gather, memo), index, choice))
+            bounded.append((busy_bound(op, ctx, shape, choice, pieces, gather, memo), index, choice))
         scored: list[tuple[int, int, int, Choice]] = []
         fastest = None
-        for bound, index, choice in sorted(fitting, key=lambda f: f[:2]):
+        for bound, index, choice in sorted(bounded, key=lambda f: f[:2]):
             if fastest is not None and bound > fastest * (1 + TRAFFIC_SLACK):
                 break  # outside the slack of the fastest however its events overlap: all after it too
             plan, events = build_mac(op, ctx, shape, choice, gather)
@@ -168,10 +163,6 @@ def _least_traffic(scored: list[tuple[int, int, Choice]]) -> Choice:
     fastest = min(cycles for cycles, _, _ in scored)
     near = [s for s in scored if s[0] <= fastest * (1 + TRAFFIC_SLACK)]
     return min(near, key=lambda s: (s[1], s[0]))[2]
-
-
-def _tile_count(shape: MacShape, choice: Choice) -> int:
-    return shape.n * -(-shape.oh // choice.band) * len(chunks(shape, choice))
 
 
 def min_mac_bytes(

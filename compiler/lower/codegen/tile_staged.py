@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import tile_im2col, tile_mac
+from vpuc.compiler.lower.codegen import mac_bound, tile_im2col, tile_mac
 from vpuc.compiler.lower.codegen.im2col_gather import ColumnCopy, ColumnWindow
 from vpuc.compiler.lower.codegen.kernel_split import conv_limits, conv_pieces
 from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec
@@ -121,6 +121,20 @@ def plan_staged(op, ctx: Context) -> OpPlan | None:
         if not candidates:
             raise
     return tile_im2col._fastest_for_its_traffic(candidates, ctx)
+
+
+def least_cycles(op, ctx: Context) -> int | None:
+    """A lower bound of the cycles plan_staged's plan estimates (mac_bound.least_bound of the
+    conv over the staged tile and tile_im2col.least_cycles of the conv's own lowerings);
+    None when nothing fits. Only for a conv plan_staged plans (padded_of)."""
+    band = padded_of(op, ctx)
+    one, flat = _staged_shape(op, ctx, band)
+    found = [tile_im2col.least_cycles(op, ctx)]
+    try:
+        found.append(mac_bound.least_bound(one, ctx, flat, band))
+    except LowerError:
+        pass
+    return min((f for f in found if f is not None), default=None)
 
 
 def _planned(op: vops.Conv, ctx: Context, band: PaddedBand) -> OpPlan:

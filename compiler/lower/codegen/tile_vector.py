@@ -76,17 +76,24 @@ def min_vector_bytes(op: vops.Op, ctx: Context) -> int:
     return working_set(list(_buffers(op, ctx, 1, 2).values()))
 
 
-def plan_vector(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
+def fitting_bands(op: vops.Op, ctx: Context) -> list[int]:
+    """The output rows a tile may take within ctx.budget (LowerError: a pooling window past
+    the kernel fields)."""
     if isinstance(op, vops.Pool) and max(op.kernel) > MAX_WINDOW:
         raise LowerError(
             f"layer '{op.name}': a pooling window of {op.kernel[0]}x{op.kernel[1]} (at most {MAX_WINDOW})"
         )
-    n, oh, ow, c = ctx.view(op.output).shape
+    n, oh, _, _ = ctx.view(op.output).shape
+    return [
+        band
+        for band in band_options(oh)
+        if working_set(list(_buffers(op, ctx, band, n * -(-oh // band)).values())) <= ctx.budget
+    ]
+
+
+def plan_vector(op: vops.Op, ctx: Context, constants: dict) -> OpPlan:
     best = None
-    for band in band_options(oh):
-        tiles = n * -(-oh // band)
-        if working_set(list(_buffers(op, ctx, band, tiles).values())) > ctx.budget:
-            continue
+    for band in fitting_bands(op, ctx):
         plan, ev = _build(op, ctx, band)
         cycles = ev.estimate(Clock())
         if best is None or cycles < best[0]:
