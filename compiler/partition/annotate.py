@@ -123,7 +123,8 @@ def _violations(
 ) -> list[tuple[str, str]]:
     """(binding name, reason) for every check the match fails: the core's, then the fused
     activation's (each against its own kind's limits). A conv past the kernel or padding
-    limits that sub-kernels cover passes, with a note saying how (kernel_split.py)."""
+    limits that sub-kernels cover passes, with a note saying how (kernel_split.py), as does
+    one within them whose outer output rows read only padding (its input staged)."""
     act = ctx.annotated_expr.get("act")
     ops = [(core, core_name, act)]
     if act is not None:
@@ -137,7 +138,7 @@ def _violations(
         limits = target.op_limits(view.kind)
         found = check_op(view, limits, target.hardware)
         reasons = [v.reason for v in found]
-        if view.kind == "conv2d" and any(v.constraint.key in SPLIT_KEYS for v in found):
+        if view.kind == "conv2d":  # (also within the limits: outputs that read only padding)
             reasons = _split(view, name, target, found, notes)
         violations = [(name, reason) for reason in reasons]
         if not violations and limits.get("fits_sram"):
@@ -160,6 +161,8 @@ def _split(view, name: str, target: Target, found, notes) -> list[str]:
     if note is not None:
         notes[name] = note
         return [v.reason for v in found if v.constraint.key not in SPLIT_KEYS]
+    if why_not is None:
+        return [v.reason for v in found]
     return [f"{v.reason} ({why_not})" if v.constraint.key in SPLIT_KEYS else v.reason for v in found]
 
 
