@@ -15,6 +15,13 @@ a kernel wider than the limit runs as column pieces over the tile, each cropped 
 columns it reads (kernel_split.conv_pieces, which says when a conv needs this). Exact: the
 tile's padding is what the instruction's padding would hold. The column window itself (one
 group, no dilation) is planned beside it and the faster kept.
+
+A conv whose outer output rows read only padding (kernel_split.Split.staged_rows) is staged
+in both axes: the tile's rows are those of the input padded above and below too, the conv
+over it has no padding at all, and a band of the padded rows gets the fill, then the input
+rows it holds below its padding rows (none: the fill alone).
+
+    conv(x, W, pads [t, l, b, r])  =  conv(pad(x, [t, l, b, r], zero point), W, no padding)
 """
 
 from __future__ import annotations
