@@ -50,6 +50,7 @@ from vpuc.compiler.lower import (
 )
 from vpuc.compiler.lower.reader.edges import channels_first_inputs
 from vpuc.compiler.lower.reader.extract import extract_subgraph
+from vpuc.compiler.lower.reader.names import param_names
 from vpuc.compiler.partition import DEFAULT_MIN_SUBGRAPH_OPS, PartitionResult, VpuAnswers, partition_for_vpu
 from vpuc.compiler.partition.decompose import decompose_for_vpu
 from vpuc.compiler.passes import PassOptions
@@ -272,14 +273,14 @@ def _estimator(target: Target, provenance, lowered: dict):
 
     def estimate(raw: tvm.IRModule) -> VpuAnswers:
         cycles, refusals = {}, {}
-        edges = channels_first_inputs(raw)
+        edges, names = channels_first_inputs(raw), param_names(raw, provenance)
         for index, (gv, func) in enumerate(vpu_functions(raw)):
             found: dict[str, str] = {}
             try:
-                extract_subgraph(func, f"vpu_sg{index}", provenance, index, refusals=found)
+                extract_subgraph(func, f"vpu_sg{index}", provenance, index, found, names.get(gv))
                 if not found:
                     channels_first = edges.get(gv, set())
-                    program = lower_function(func, index, channels_first, target, provenance)
+                    program = lower_function(func, index, channels_first, target, provenance, names.get(gv))
                     lowered[func, frozenset(channels_first), index] = program
                     cycles[index] = program.estimate["cycles"]
             except LowerError as exc:

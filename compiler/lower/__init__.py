@@ -39,6 +39,7 @@ from vpuc.compiler.lower.reader.edges import (
     take_channels_first,
 )
 from vpuc.compiler.lower.reader.extract import extract_subgraph
+from vpuc.compiler.lower.reader.names import param_names
 from vpuc.targets import Target
 
 __all__ = [
@@ -87,12 +88,12 @@ def lower_partitioned(
     holds programs already made for the same function, edge set and index (the
     partitioner's questions about the raw cut): they are not lowered again."""
     programs = []
-    edges = channels_first_inputs(mod)
+    edges, names = channels_first_inputs(mod), param_names(mod, provenance)
     for index, (gv, func) in enumerate(vpu_functions(mod)):
         channels_first = edges.get(gv, set())
         program = (lowered or {}).get((func, frozenset(channels_first), index))
         if program is None:
-            program = lower_function(func, index, channels_first, target, provenance)
+            program = lower_function(func, index, channels_first, target, provenance, names.get(gv))
         digest = hashlib.sha256(program.program.to_bytes() + program.blob).hexdigest()[:12]
         program.symbol = f"vpuc_{digest}_sg{index}"
         programs.append(program)
@@ -105,13 +106,15 @@ def lower_function(
     channels_first: set[int],
     target: Target,
     provenance: dict[str, list[str]],
+    names: dict[str, str] | None = None,
 ) -> VpuProgram:
     """The program of VPU function `index` of a module. `channels_first` are the parameters
     the host quantises right after transposing them NCHW -> NHWC (channels_first_inputs):
     the program takes them channels-first, its DMA doing the transpose (edges.py; join_host
     drops the host's), wherever it can; the others the host transposes (the report says
-    why). The partitioner's profitability rule estimates a subgraph with this same function."""
-    subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index)
+    why). The partitioner's profitability rule estimates a subgraph with this same function.
+    `names`: the names of params another VPU function's results feed (reader/names.py)."""
+    subgraph = extract_subgraph(func, f"vpu_sg{index}", provenance, index, param_names=names)
     if not channels_first:
         return memo.lower(subgraph, target)  # lowered once per content within a process
     shapes = {subgraph.inputs[k]: subgraph.tensors[subgraph.inputs[k]].shape for k in channels_first}

@@ -85,7 +85,9 @@ def _fusion_pattern(
         names = {var: var.name for var in ctx.matched_bindings.keys()}
         core = ctx.annotated_expr["core"]
         core_name = _bound_name(ctx, core) or "?"
-        if _leaks(ctx):  # a shorter row takes the core alone (conv -> x + 3 read twice: hard-swish)
+        leak = _leak(ctx)
+        if leak is not None:  # a shorter row may take the core alone (conv -> x + 3 read twice: hard-swish)
+            annotation.refuse(core_name, _leak_reason(row.name, *leak))
             return False
         refused = sorted(name for name in names.values() if name in blocked)
         if refused:  # every blocked binding of the match gets its reason (not the first one found)
@@ -110,12 +112,24 @@ def _fusion_pattern(
     return FusionPattern(row.name, row.pattern, row.annotations, check, attrs)
 
 
-def _leaks(ctx: PatternCheckContext) -> bool:
-    """Whether a value computed inside the match is also read outside it: the code generator
-    cannot lower such a layer (it returns one value), so the match must not take it."""
+def _leak(ctx: PatternCheckContext) -> tuple[str, list[str]] | None:
+    """A value computed inside the match that is also read outside it, with its readers
+    there (None if there is none): the code generator cannot lower such a layer (it returns
+    one value), so the match must not take it."""
     inside = set(ctx.matched_bindings.keys())
     root = _bound_var(ctx, ctx.matched_expr)
-    return any(user not in inside for var in inside if var != root for user in ctx.var_usages.get(var, []))
+    for var in inside:
+        outside = [user.name for user in ctx.var_usages.get(var, []) if var != root and user not in inside]
+        if outside:
+            return var.name, sorted(outside)
+    return None
+
+
+def _leak_reason(pattern: str, value: str, readers: list[str]) -> str:
+    """The reason a match that would leak a value records for its core op: its own, not the
+    reason of whichever neighbouring match the report would otherwise show."""
+    read = " and ".join(f"'{r}'" for r in readers)
+    return f"{pattern}: '{value}' is also read outside it, by {read} (a VPU layer writes one tensor)"
 
 
 def _violations(
@@ -123,7 +137,8 @@ def _violations(
 ) -> list[tuple[str, str]]:
     """(binding name, reason) for every check the match fails: the core's, then the fused
     activation's (each against its own kind's limits). A conv past the kernel or padding
-    limits that sub-kernels cover passes, with a note saying how (kernel_split.py)."""
+    limits that sub-kernels cover passes, with a note saying how (kernel_split.py), as does
+    one within them whose outer output rows read only padding (its input staged)."""
     act = ctx.annotated_expr.get("act")
     ops = [(core, core_name, act)]
     if act is not None:
@@ -137,7 +152,7 @@ def _violations(
         limits = target.op_limits(view.kind)
         found = check_op(view, limits, target.hardware)
         reasons = [v.reason for v in found]
-        if view.kind == "conv2d" and any(v.constraint.key in SPLIT_KEYS for v in found):
+        if view.kind == "conv2d":  # (also within the limits: outputs that read only padding)
             reasons = _split(view, name, target, found, notes)
         violations = [(name, reason) for reason in reasons]
         if not violations and limits.get("fits_sram"):
@@ -160,6 +175,8 @@ def _split(view, name: str, target: Target, found, notes) -> list[str]:
     if note is not None:
         notes[name] = note
         return [v.reason for v in found if v.constraint.key not in SPLIT_KEYS]
+    if why_not is None:
+        return [v.reason for v in found]
     return [f"{v.reason} ({why_not})" if v.constraint.key in SPLIT_KEYS else v.reason for v in found]
 
 

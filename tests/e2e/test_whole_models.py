@@ -83,16 +83,15 @@ def test_a_squeeze_between_pool_and_fc_stays_inside_one_vpu_subgraph(vpuc, tmp_p
 
 
 def test_a_subgraph_of_views_alone_stays_on_the_host(tmp_path):
-    """Reshape -> a conv no target takes (a 1x1 kernel with 9 rows of padding above and
-    below, past every padding limit, whose outer output rows read only padding: no
-    sub-kernels cover it): the reshape alone would be a VPU subgraph with no compute and
-    two link transfers."""
+    """Reshape -> a conv no target takes (a 1x1 kernel with stride 9, past every stride
+    limit, 8 at most): the reshape alone would be a VPU subgraph with no compute and two
+    link transfers."""
     b = GraphBuilder("lonely_view", seed=4)
     shape = b.constant("shape", np.array([1, 1, 16, 16], dtype=np.int64))
     x = b.op("Reshape", ["x", shape], "reshape_in")
     w = b.he_weight("conv_big.weight", (4, 1, 1, 1), 1)
-    y = b.op("Relu", [b.op("Conv", [x, w], "conv_big", kernel_shape=[1, 1], pads=[9, 0, 9, 0])], "relu")
-    model = b.model({"x": [1, 256]}, {y: [1, 4, 34, 16]})
+    y = b.op("Relu", [b.op("Conv", [x, w], "conv_big", kernel_shape=[1, 1], strides=[9, 9])], "relu")
+    model = b.model({"x": [1, 256]}, {y: [1, 4, 2, 2]})
     _, qdq_path = quantize_qdq(model, tmp_path, [1, 256])
     for target in TARGETS:
         artifact = compile_model(qdq_path, target=target, profitability=False, reference=False)

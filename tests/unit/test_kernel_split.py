@@ -130,3 +130,38 @@ def test_a_1x9_kernel_with_4_columns_of_padding_as_computed_by_hand():
     split = conv_pieces(*args, 8, 7)
     assert not split.staged and [p.cols for p in split.pieces] == [(0, 8), (8, 9)]
     assert column_window(ConvGeometry(14, 14, 9, 1, 1, 4), (8, 9)) == (4, 10, 0, 4)
+
+
+@pytest.mark.parametrize("seed", range(150))  # (about 1 draw in 7 has such rows)
+def test_rows_that_read_only_padding_are_covered_over_the_padded_input(seed):
+    """Where no row pieces cover the conv (an output row reads only padding, or more than
+    the limit of it through every cover), conv_pieces stages the input in both axes: the
+    row pieces are those of the padded input, no padding, within the kernel limit, and
+    they sum to the conv (the zero rows give the padding-only rows nothing: the bias)."""
+    rng = np.random.default_rng(100 + seed)
+    drawn = _random_conv(rng, 12)
+    if drawn is None:
+        return
+    size, out, kernel, stride, dilation, before, after, kernel_max, pad_max = drawn
+    g = ConvGeometry(size, out, kernel, stride, dilation, before)
+    if row_pieces(g, kernel_max, pad_max) is not None:
+        return
+    split = conv_pieces((kernel, 1), (before, 0, after, 0), (stride, 1), (dilation, 1), (size, 1), (out, 1),
+                        kernel_max, pad_max)  # fmt: skip
+    assert split is not None and split.staged and split.staged_rows
+    x, w = rng.integers(-128, 128, size), rng.integers(-127, 128, kernel)
+    padded = np.concatenate([np.zeros(before, x.dtype), x, np.zeros(after, x.dtype)])
+    total = np.zeros(out, np.int64)
+    for piece in split.pieces:
+        (k0, k1), (o0, o1) = piece.rows, piece.out
+        i0, i1, top, bottom = halo((o0, o1), len(padded), k1 - k0, stride, dilation, -k0 * dilation)
+        assert k1 - k0 <= kernel_max and top == bottom == 0 and i1 > i0
+        total[o0:o1] += _conv_rows(padded, w[k0:k1], stride, dilation, -k0 * dilation, out)[o0:o1]
+    np.testing.assert_array_equal(total, _conv_rows(x, w, stride, dilation, before, out))
+
+
+def test_the_padding_only_rows_of_a_1x1_conv_as_computed_by_hand():
+    """20 rows, 1x1 kernel, 6 rows of padding above and below: outputs 0-5 and 26-31 read
+    padding alone; staged, one piece over the 32 padded rows."""
+    split = conv_pieces((1, 1), (6, 0, 6, 0), (1, 1), (1, 1), (20, 20), (32, 20), 7, 3)
+    assert split.staged_rows and split.pieces == [Piece((0, 1), (0, 32), (0, 1))]

@@ -66,7 +66,8 @@ class Gather:
             zp = self.zero_point
             fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
             ev.add("vector", [fill], key - 0.25, writes=writes)
-        ev.add("load", specs, key, writes=writes, tensors=[self.source])
+        if specs:  # (none: every window of the band lies in the padding, all of it the fill)
+            ev.add("load", specs, key, writes=writes, tensors=[self.source])
 
     def padded(self, rows: tuple[int, int]) -> bool:
         """Whether some window of output rows `rows` reads padding."""

@@ -22,11 +22,17 @@ last piece would need it), the input band is staged into a tile whose rows hold 
 padding (the zero point, written by the DMA's or vector unit's copy and a fill:
 tile_im2col.PaddedBand) and the pieces read the tile with no horizontal padding.
 
+Output rows that read only padding. A conv instruction reads a band of at least one input
+row, so no piece covers an output row whose whole window lies in the top or bottom padding
+(its value is the requantised bias: (x - zp) * w = 0 over the window). Such a conv, and one
+whose top or bottom padding no cover within the limits reaches, is staged in both axes: the
+input band goes into a tile whose rows and columns hold all of the padding (the zero point,
+as for the left and right padding), and the pieces are those of the padded input with no
+padding at all (`Split.staged_rows`). Those output rows then read zero-point rows of the
+tile and the conv instruction itself gives them the bias, requantised like every other row.
+
 The sum is the conv's exactly: int32 accumulation, one requantisation at the end; row and
-column pieces combine (every row piece times every column piece). Not covered (the op stays
-on the CPU, with the reason naming the output rows): a conv whose outputs near the top or
-bottom edge read so much padding that no row piece within the limits covers them (an output
-row whose whole window lies in the padding: every piece must read an input row).
+column pieces combine (every row piece times every column piece).
 """
 
 from __future__ import annotations
@@ -83,9 +89,10 @@ def _fits(g: ConvGeometry, rows, out, kernel_max: int, pad_max: int, cover: bool
 
 def row_pieces(g: ConvGeometry, kernel_max: int, pad_max: int) -> list[Piece] | None:
     """The pieces covering the kernel's rows within the limits, the cover first; None if
-    none do. One piece (the whole kernel) when the conv is within the limits already."""
+    none do (some output row reads only padding, or more than `pad_max` rows of it through
+    every cover). One piece (the whole kernel) when the conv is within the limits already."""
     whole = Piece((0, g.kernel), (0, g.out))
-    if _fits(g, whole.rows, whole.out, kernel_max, pad_max, False):
+    if _fits(g, whole.rows, whole.out, kernel_max, pad_max, True):
         return [whole]
     cover = None
     for length in range(min(kernel_max, g.kernel), 0, -1):
@@ -151,10 +158,12 @@ def column_pieces(g: ConvGeometry, kernel_max: int, pad_max: int) -> list[tuple[
 class Split:
     """How a conv runs within the limits: its pieces (the cover first) and whether its input
     is staged into a tile holding the left and right padding (then the column pieces are of
-    the staged geometry: no horizontal padding)."""
+    the staged geometry: no horizontal padding), and with `staged_rows` the top and bottom
+    padding too (then the row pieces are of the padded height: no padding at all)."""
 
     pieces: list[Piece]
     staged: bool
+    staged_rows: bool = False
 
 
 def conv_pieces(
@@ -162,36 +171,41 @@ def conv_pieces(
 ) -> Split | None:
     """The pieces of a conv (kernel (kh, kw), padding (top, left, bottom, right)) within the
     limits, or None if none cover it; one piece, the whole kernel, when it is within them."""
-    (kh, kw), (top, left, _, right) = kernel, padding
+    (kh, kw), (top, left, bottom, right) = kernel, padding
     height = ConvGeometry(in_hw[0], out_hw[0], kh, strides[0], dilation[0], top)
     rows = row_pieces(height, kernel_max, pad_max)
-    if rows is None:
-        return None
+    if rows is None:  # staged in both axes: the padded input, no padding (see the docstring)
+        padded = ConvGeometry(in_hw[0] + top + bottom, out_hw[0], kh, strides[0], dilation[0], 0)
+        rows = row_pieces(padded, kernel_max, 0)
+        cols = _staged_columns(kw, (left, right), strides[1], dilation[1], in_hw[1], out_hw[1], kernel_max)
+        if rows is None or cols is None:
+            return None
+        return Split([Piece(r.rows, r.out, c) for r in rows for c in cols], True, True)
     if kw <= kernel_max and max(left, right) <= pad_max:
         return Split(rows, False)
     width = ConvGeometry(in_hw[1], out_hw[1], kw, strides[1], dilation[1], left)
     cols, staged = column_pieces(width, kernel_max, pad_max), False
     if cols is None:  # the staged tile: the padded row, no horizontal padding
-        padded = in_hw[1] + left + right
-        cols = column_pieces(ConvGeometry(padded, out_hw[1], kw, strides[1], dilation[1], 0), kernel_max, 0)
+        cols = _staged_columns(kw, (left, right), strides[1], dilation[1], in_hw[1], out_hw[1], kernel_max)
         staged = True
         if cols is None:
             return None
     return Split([Piece(r.rows, r.out, c) for r in rows for c in cols], staged)
 
 
-def _padding_only(g: ConvGeometry, pad_after: int, pad_max: int) -> str:
-    """Why the rows are not covered: the output rows whose whole window lies in the top or
-    bottom padding (a sub-kernel must read an input row and at most `pad_max` of padding)."""
+def _staged_columns(kw, pads, stride, dilation, width, out, kernel_max) -> list[tuple[int, int]] | None:
+    """The column pieces over a staged tile's rows: the padded row, no horizontal padding."""
+    padded = ConvGeometry(width + pads[0] + pads[1], out, kw, stride, dilation, 0)
+    return column_pieces(padded, kernel_max, 0)
+
+
+def _padding_only(g: ConvGeometry) -> str | None:
+    """The output rows whose whole window lies in the top or bottom padding, as "0-3 and
+    25-28" (None if there are none)."""
     first, end = _reach(g, (0, g.kernel))
     runs = [(0, first), (end, g.out)] if end > first else [(0, g.out)]
     runs = [f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in runs if b > a]
-    if not runs:
-        return f"some outputs read more than {pad_max} rows of padding through every sub-kernel"
-    return (
-        f"output rows {' and '.join(runs)} read only padding ({g.pad_before} rows above the input, "
-        f"{pad_after} below); a sub-kernel reads at least one input row"
-    )
+    return " and ".join(runs) or None
 
 
 def conv_limits(target) -> tuple[int, int]:
@@ -204,15 +218,11 @@ def split_reason(kernel, padding, strides, dilation, in_hw, out_hw, target) -> t
     """(how the conv is decomposed or None when it needs no decomposition, why not or None)."""
     kernel_max, pad_max = conv_limits(target)
     (kh, kw) = kernel
-    if kh <= kernel_max and kw <= kernel_max and max(padding) <= pad_max:
-        return None, None
     split = conv_pieces(kernel, padding, strides, dilation, in_hw, out_hw, kernel_max, pad_max)
     if split is None:
-        height = ConvGeometry(in_hw[0], out_hw[0], kh, strides[0], dilation[0], padding[0])
-        return None, (
-            f"no decomposition: no sub-kernels of at most {kernel_max} rows cover the {kh}-row kernel "
-            f"with at most {pad_max} rows of padding ({_padding_only(height, padding[2], pad_max)})"
-        )
+        return None, f"no decomposition: no sub-kernels of at most {kernel_max} rows and columns cover it"
+    if not split.staged and split.pieces == [Piece((0, kh), (0, out_hw[0]))]:
+        return None, None
     rows = sorted({p.rows for p in split.pieces})
     cols = sorted({p.cols or (0, kw) for p in split.pieces})
     parts = []
@@ -220,11 +230,15 @@ def split_reason(kernel, padding, strides, dilation, in_hw, out_hw, target) -> t
         parts.append(" + ".join(str(r[1] - r[0]) for r in rows) + f" of its {kh} rows")
     if len(cols) > 1 or cols[0] != (0, kw):
         parts.append(" + ".join(str(c[1] - c[0]) for c in cols) + f" of its {kw} columns")
-    staged = (
-        "; its input staged into a tile holding the left/right padding (zero point)" if split.staged else ""
-    )
+    staged = ""
+    if split.staged_rows:
+        height = ConvGeometry(in_hw[0], out_hw[0], kh, strides[0], dilation[0], padding[0])
+        only = _padding_only(height)
+        why = f": output rows {only} read only padding and compute the bias" if only else ""
+        staged = f"; its input staged into a tile holding all of its padding (zero point){why}"
+    elif split.staged:
+        staged = "; its input staged into a tile holding the left/right padding (zero point)"
     shape = f" ({' x '.join(parts)})" if parts else ""
-    return (
-        f"decomposed: {kh}x{kw} kernel with padding {list(padding)} as {len(split.pieces)} sub-kernels"
-        f"{shape} accumulated in int32, requantised once (exact){staged}"
-    ), None
+    count = len(split.pieces)
+    how = f"{count} sub-kernels{shape} accumulated in int32, requantised once" if count > 1 else "one conv"
+    return f"decomposed: {kh}x{kw} kernel with padding {list(padding)} as {how} (exact){staged}", None

@@ -15,6 +15,13 @@ a kernel wider than the limit runs as column pieces over the tile, each cropped 
 columns it reads (kernel_split.conv_pieces, which says when a conv needs this). Exact: the
 tile's padding is what the instruction's padding would hold. The column window itself (one
 group, no dilation) is planned beside it and the faster kept.
+
+A conv whose outer output rows read only padding (kernel_split.Split.staged_rows) is staged
+in both axes: the tile's rows are those of the input padded above and below too, the conv
+over it has no padding at all, and a band of the padded rows gets the fill, then the input
+rows it holds below its padding rows (none: the fill alone).
+
+    conv(x, W, pads [t, l, b, r])  =  conv(pad(x, [t, l, b, r], zero point), W, no padding)
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from vpuc.compiler.lower.codegen.plan import Addr, OpPlan, Spec
 from vpuc.compiler.lower.codegen.tiling import Context, Events
 from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.compiler.lower.errors import LowerError
-from vpuc.targets.isa.formats import Opcode
+from vpuc.targets.isa.formats import Clip, Opcode
 
 
 @dataclass(frozen=True)
@@ -37,9 +44,12 @@ class PaddedBand(ColumnWindow):
     """The input band staged as the column window stages it (whole rows into a tile whose
     rows hold the left and right padding), read by the conv itself: its own kernel,
     strides, dilation and groups, pixel stride C. `copy`: the input is resident in SRAM
-    and the vector unit copies its rows (ColumnCopy)."""
+    and the vector unit copies its rows (ColumnCopy). `staged_rows`: the tile's rows are
+    those of the input padded above and below too (rows of the zero point), and the bands
+    it is called with are rows of that padded input."""
 
     copy: bool = False
+    staged_rows: bool = False
     kind = "padded"
 
     @property
@@ -50,10 +60,35 @@ class PaddedBand(ColumnWindow):
     def in_place(self) -> tuple[int, int]:
         return self.channels, self.padded_width * self.channels
 
+    def input_rows(self, rows: tuple[int, int]) -> tuple[int, int]:
+        """The input rows of a band of the tile's rows (may be empty: a band of padding)."""
+        if not self.staged_rows:
+            return rows
+        top, height = self.pads[0], self.view.shape[1]
+        start = min(max(rows[0] - top, 0), height)
+        return start, max(start, min(rows[1] - top, height))
+
+    def padded(self, rows: tuple[int, int]) -> bool:
+        """Whether the band's tile holds padding (then a fill writes the zero point first)."""
+        if super().padded(rows) or not self.staged_rows:
+            return super().padded(rows)
+        return self.input_rows(rows) != (rows[0] - self.pads[0], rows[1] - self.pads[0])
+
     def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
-        (ColumnCopy if self.copy else ColumnWindow).__call__(self, ev, n, rows, tile, key)
+        inside = self.input_rows(rows)
+        if inside[0] < inside[1]:
+            (ColumnCopy if self.copy else ColumnWindow).__call__(self, ev, n, rows, tile, key)
+            return
+        # a band of padding rows alone: the fill is all of it
+        zp, count = self.zero_point, self.band_bytes(rows[1] - rows[0])
+        fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
+        ev.add("vector", [fill], key - 0.25, writes=[(tile.base, tile.slot)])
 
     def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
+        if self.staged_rows:  # the input's rows, below the tile's rows of padding above them
+            inside = self.input_rows(rows)
+            tile = tile + (inside[0] + self.pads[0] - rows[0]) * self.in_place[1]
+            rows = inside
         if self.view.nchw or self.view.pixel_stride == self.channels:
             return (ColumnCopy if self.copy else ColumnWindow).specs(self, n, rows, tile)
         return self._slice_specs(n, rows, tile)
@@ -83,15 +118,19 @@ def padded_of(op, ctx: Context) -> PaddedBand | None:
         return None  # whose inputs are channel slices, lives in DRAM: residency.py)
     return PaddedBand(
         x, op.inputs[0], tuple(op.kernel), tuple(op.strides), tuple(op.padding), tuple(y.shape[1:3]),
-        op.in_q[0].zero_point, copy=not dram,
+        op.in_q[0].zero_point, copy=not dram, staged_rows=split.staged_rows,
     )  # fmt: skip
 
 
 def _staged_shape(op: vops.Conv, ctx: Context, band: PaddedBand) -> tuple[vops.Conv, tile_mac.MacShape]:
-    """The conv over the staged tile: the padded width, no horizontal padding."""
+    """The conv over the staged tile: the padded width, no horizontal padding (with
+    `staged_rows`, the padded height too, no padding at all)."""
     top, _, bottom, _ = op.padding
+    shape = tile_mac.shape_of(op, ctx)
+    if band.staged_rows:
+        shape, top, bottom = replace(shape, h=shape.h + top + bottom), 0, 0
     one = replace(op, padding=(top, 0, bottom, 0))
-    return one, replace(tile_mac.shape_of(op, ctx), w=band.padded_width, pads=(top, 0, bottom, 0))
+    return one, replace(shape, w=band.padded_width, pads=(top, 0, bottom, 0))
 
 
 def min_staged_bytes(op, ctx: Context) -> int | None:
@@ -144,8 +183,9 @@ def _planned(op: vops.Conv, ctx: Context, band: PaddedBand) -> OpPlan:
     plan = tile_mac.plan_mac(one, ctx, flat, band)
     plan.op = op
     where = "resident input copied" if band.copy else "input loaded"
+    held = f"all of its padding ({flat.h} rows x " if band.staged_rows else "the left/right padding ("
     plan.choice = {
-        "lowering": f"{where} into a tile holding the left/right padding ({width} columns)",
+        "lowering": f"{where} into a tile holding {held}{width} columns)",
         **plan.choice,
     }
     return plan

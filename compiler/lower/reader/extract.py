@@ -23,6 +23,7 @@ from vpuc.compiler.lower.errors import LowerError
 from vpuc.compiler.lower.ops import QParams, Subgraph, TensorSpec
 from vpuc.compiler.lower.reader.composite import ParsedComposite, parse_composite
 from vpuc.compiler.lower.reader.layers import LOWERINGS, LUT_KINDS, core_var, lower_lut
+from vpuc.compiler.lower.reader.names import layer_names, result_name
 
 
 class _Builder:
@@ -55,15 +56,7 @@ class _Builder:
         return unique
 
     def layer_names(self, parsed: ParsedComposite, core: relax.Var | None) -> tuple[str, tuple[str, ...]]:
-        nodes: list[str] = []
-        for member in parsed.members:
-            for node in self.provenance.get(member, []):
-                if node not in nodes:
-                    nodes.append(node)
-        core_nodes = self.provenance.get(core.name, []) if core is not None else []
-        fallback = core.name if core is not None else parsed.pattern  # (bool() of a Relax var raises)
-        name = core_nodes[0] if core_nodes else (nodes[0] if nodes else fallback)
-        return name, tuple(nodes) or (name,)
+        return layer_names(parsed, core, self.provenance)
 
 
 def extract_subgraph(
@@ -72,17 +65,19 @@ def extract_subgraph(
     provenance: dict[str, list[str]],
     index: int = 0,
     refusals: dict[str, str] | None = None,
+    param_names: dict[str, str] | None = None,
 ) -> Subgraph:
     """The Subgraph of one VPU function; LowerError names the layer that cannot be lowered.
     With a `refusals` dict, every layer the reader refuses is recorded there instead
     ({binding: reason}, the reason the partition report gives) and its result read as an
     input from the host, as it will be once that layer runs there; the Subgraph returned is
-    then of the other layers."""
+    then of the other layers. Tensors take ONNX names (names.py); `param_names` gives those
+    of params that another VPU function's results feed (names.param_names)."""
     builder = _Builder(symbol, provenance)
     inputs = []
     for param in func.params:
         shape, dtype = _static(param, symbol)
-        name = builder.add_tensor(param.name, shape, None)
+        name = builder.add_tensor((param_names or {}).get(param.name, param.name), shape, None)
         if dtype != "int8":
             builder.float_tensors[name] = dtype
         builder.tensor_of[param] = name
@@ -102,7 +97,8 @@ def extract_subgraph(
                         raise
                     reason = f"the VPU code generator cannot lower it: {exc}"
                     refusals.update(dict.fromkeys(exc.members, reason))
-                    inputs.append(_from_host(builder, binding.var, symbol))
+                    label = result_name(binding.var, functions[value.op], provenance)
+                    inputs.append(_from_host(builder, binding.var, label))
             elif isinstance(value, relax.Var) and value in builder.tensor_of:
                 builder.tensor_of[binding.var] = builder.tensor_of[value]
             else:
@@ -112,11 +108,11 @@ def extract_subgraph(
     return Subgraph(symbol, builder.tensors, builder.ops, inputs, outputs, index, builder.constants)
 
 
-def _from_host(builder: _Builder, var: relax.Var, symbol: str) -> str:
+def _from_host(builder: _Builder, var: relax.Var, label: str) -> str:
     """A refused layer's result, read by the rest as an input the host provides."""
     found = compat.tensor_type(var)
     shape = found[0] if found is not None else ()
-    name = builder.add_tensor(var.name, shape, None)
+    name = builder.add_tensor(label, shape, None)
     if found is None or found[1] != "int8":
         builder.float_tensors[name] = found[1] if found is not None else "a tuple"
     builder.tensor_of[var] = name
@@ -171,7 +167,7 @@ def _lower_call(builder: _Builder, var: relax.Var, call: relax.Call, func: relax
         raise LowerError(f"{builder.symbol}: no VPU lowering for composite {parsed.pattern}")
     core = core_var(parsed)
     name, nodes = builder.layer_names(parsed, core)
-    out = builder.add_tensor(var.name, shape, parsed.output_q)
+    out = builder.add_tensor(name, shape, parsed.output_q)  # (names.result_name)
     builder.tensor_of[var] = out
     first = len(builder.ops)
     try:

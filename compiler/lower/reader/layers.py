@@ -141,7 +141,6 @@ def _conv(builder, parsed, args, out, name, nodes) -> None:
     weights = _weights(parsed, call.args[1])
     channels = weights.array.shape[0]
     bias, clamp = _epilogue(parsed, var)
-    _check_windows(builder.tensors[x].shape, weights.array.shape, attrs)
     builder.ops.append(
         ops.Conv(
             name,
@@ -159,24 +158,6 @@ def _conv(builder, parsed, args, out, name, nodes) -> None:
             groups=int(attrs.groups),
         )
     )
-
-
-def _check_windows(x_shape, w_shape, attrs) -> None:
-    """Every output row must read at least one input row: the conv instruction takes a band
-    of at least one input row (a fuzzer finding, vpu-300fdf0d60: a 1x1 conv with stride 2 and
-    pad_top 1 on one row made a band of 0 rows, which the simulator refused at run time). An
-    output column that reads only padding is fine: an instruction reads whole input rows (or,
-    for kernel-column pieces, at least one column: kernel_split.column_window), and a staged
-    tile holds the padding itself."""
-    top, _, bottom, _ = (int(v) for v in attrs.padding)
-    size, kernel, stride, dilation = x_shape[1], w_shape[1], int(attrs.strides[0]), int(attrs.dilation[0])
-    reach = (kernel - 1) * dilation
-    last = (size + top + bottom - reach - 1) // stride * stride - top  # the last window's start
-    if top > reach or last >= size:
-        raise LowerError(
-            f"padding of {top} + {bottom} rows around {size} reaches past the {kernel}-tap "
-            f"window (dilation {dilation}, stride {stride}): an output would read only padding"
-        )
 
 
 def _dense(builder, parsed, args, out, name, nodes) -> None:
