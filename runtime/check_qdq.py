@@ -163,4 +163,4 @@ def _explained_by_ties(path: str, inputs, outputs, steps, tolerance: float, boun
     model = onnx.load(str(path))
     declared = {i.name for i in model.graph.input}
     feeds = {**{k: v for k, v in (bound or {}).items() if k in declared}, **inputs}
-    return explained_by_ties(model, feeds, outputs, within, {n: steps.get(n) for n in outputs})
+    return explained_by_ties(model, feeds, outputs, within, judged)

@@ -48,6 +48,7 @@ TIE_STEPS = 2e-3
 ALL_SUBSETS = 10  # up to this many near-tie elements every choice is tried; above it, the descent
 DESCENT_TIES = 2000  # above this many, only none, each alone and all (each descent pass is one run per tie)
 DESCENT_PASSES = 4
+FLOAT_RTOL, FLOAT_ATOL = 1e-4, 1e-5  # a float output's tolerance in the descent's measure
 DESCENT_RUNS = 4000  # onnxruntime runs the descent may take in all (a wrong answer on a big model: it stops)
 FEED_PREFIX = "__tie_nudge_"
 
@@ -234,13 +235,23 @@ def explained_by_ties(model: onnx.ModelProto, inputs: dict, ours: dict, within, 
 
 
 def _excess(ours: dict, reference: dict, lsbs: dict) -> float:
-    """The outputs' total distance past 1 LSB, in LSBs (float outputs are not counted)."""
+    """The outputs' total distance past their tolerance, in tolerances: 1 LSB for an output in
+    `lsbs` with a step; for one in `lsbs` with None (computed in float after the last
+    DequantizeLinear: a tie upstream moves it by a step's worth of its function), the fuzz
+    harness's float tolerance, 1e-4 (|ref| + max |ref|) + 1e-5; outputs not in `lsbs` are
+    not counted."""
     total = 0.0
     for name, expected in reference.items():
-        lsb, got = lsbs.get(name), ours.get(name)
-        if lsb is None or got is None or got.shape != expected.shape:
+        got = ours.get(name)
+        if name not in lsbs or got is None or got.shape != expected.shape:
             continue
-        off = np.abs(got.astype(np.float64) - expected.astype(np.float64)) / lsb
+        ref = expected.astype(np.float64)
+        lsb = lsbs[name]
+        if lsb is None:
+            tolerance = FLOAT_RTOL * (np.abs(ref) + (np.abs(ref).max() if ref.size else 0.0)) + FLOAT_ATOL
+        else:
+            tolerance = lsb
+        off = np.abs(got.astype(np.float64) - ref) / tolerance
         total += float(np.maximum(off - 1.0, 0.0).sum())
     return total
 

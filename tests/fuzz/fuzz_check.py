@@ -43,14 +43,12 @@ import onnx
 from vpuc import runtime
 from vpuc.compiler import CompileError, compile_model
 from vpuc.compiler.pipeline import PassSelection
-from vpuc.runtime.ties import explained_by_ties
+from vpuc.runtime.ties import FLOAT_ATOL, FLOAT_RTOL, explained_by_ties  # one float tolerance
 
 REPO = Path(__file__).resolve().parents[2]
 REGRESSIONS = REPO / "tests" / "fuzz_regressions"
 PENDING = REGRESSIONS / ".pending"
 STATS_JSON = REPO / "out" / "fuzz_stats.json"
-FLOAT_RTOL = 1e-4
-FLOAT_ATOL = 1e-5
 LSB_SLACK = 1.0 + 1e-5  # float32 rounding of the dequantised values themselves
 FLOAT32_ULPS = 4  # float32 roundings of a float op's result, in ulps of the value
 VPU_CHOICES = {"profitability": False, "min_subgraph_ops": 1}  # every VPU-able layer on the VPU

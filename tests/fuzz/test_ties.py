@@ -108,7 +108,7 @@ def test_a_batch_norm_widens_the_window_by_its_bias_resolution():
     assert [t for t in near_ties(far, {"x": np.full((1, 2, 1, 1), 0.2, np.float32)}) if t[0] == "b"] == []
 
 
-def _pool_times_7(width: int) -> onnx.ModelProto:
+def _pool_times_7(width: int, float_tail: bool = False) -> onnx.ModelProto:
     """x [1, 1, 10, width] -> Q(1) -> DQ -> AveragePool 10x1 -> Q(1) -> DQ -> Mul 7 -> Q(1) ->
     DQ -> y: a mean of 10 integers at k + 0.5 steps is an exact tie, and the Mul carries the
     pool's rounding to the output with gain 7, as a grouped 1x1 conv on a finer scale did
@@ -128,6 +128,10 @@ def _pool_times_7(width: int) -> onnx.ModelProto:
         helper.make_node("QuantizeLinear", ["m", "one", "zero"], ["mq"]),
         helper.make_node("DequantizeLinear", ["mq", "one", "zero"], ["y"]),
     ]
+    if float_tail:  # y computed in float after the last DequantizeLinear: the float tolerance
+        inits.append(numpy_helper.from_array(np.array(0.01, np.float32), "hundredth"))
+        nodes[-1].output[0] = "yd"
+        nodes.append(helper.make_node("Mul", ["yd", "hundredth"], ["y"]))
     graph = helper.make_graph(
         nodes, "pool_times_7", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 10, width])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, width])], inits,
@@ -135,7 +139,7 @@ def _pool_times_7(width: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def _pool_case():
+def _pool_case(float_tail: bool = False):
     # by hand: 20 columns of ten integers; 16 sum to 10k + 5, k = 0..7 twice (k + 0.5 steps:
     # a tie, which half-to-even rounds down for even k and up for odd k), 4 to 10k + 2
     # (k + 0.2: no tie)
@@ -145,7 +149,7 @@ def _pool_case():
         x[0, 0, : total // 10, j] = 10  # ten-step values spread down the column: sum = total
         x[0, 0, 9, j] += total % 10
     mean = np.array(sums, np.float64) / 10
-    return _pool_times_7(width), {"x": x}, mean
+    return _pool_times_7(width, float_tail), {"x": x}, mean
 
 
 def test_many_ties_past_every_subset_are_explained_by_the_descent():
@@ -207,3 +211,16 @@ def test_the_check_still_fails_a_wrong_answer(tmp_path):
     assert not part["outputs"][0]["passed"] and "explained_by_ties" not in part["outputs"][0]
     exact = _check_part(tmp_path, 7 * np.rint(mean))  # onnxruntime's own answer: no ties needed
     assert exact["passed"] and exact["ties_flipped"] is None and exact["outputs"][0]["max_lsb"] == 0
+
+
+def test_the_descent_measures_a_float_output_by_the_float_tolerance():
+    # the same 16 ties, then y * 0.01 in float: no LSB, so 1e-4 relative; only the 8 flips do
+    model, inputs, mean = _pool_case(float_tail=True)
+    lsbs = output_lsbs(model)
+    assert lsbs == {"y": None}
+    within = lambda o, r: lsb_mismatch(o, r, lsbs)  # noqa: E731
+    half_up = (7 * np.floor(mean + 0.5)).astype(np.float32) * np.float32(0.01)
+    answer = {"y": half_up.reshape(1, 1, 1, -1)}
+    assert explained_by_ties(model, inputs, answer, within, lsbs) == 8
+    answer["y"].ravel()[17] += np.float32(0.07)  # 2.2 steps rounded to 3: no tie
+    assert explained_by_ties(model, inputs, answer, within, lsbs) is None
