@@ -56,7 +56,7 @@ class Clock:
 
 def order(keys: list[float]) -> list[int]:
     """Event indices by key, ties in generation order (what the emitter does too)."""
-    return sorted(range(len(keys)), key=lambda i: (keys[i], i))
+    return sorted(range(len(keys)), key=keys.__getitem__)  # (a stable sort keeps the ties in order)
 
 
 def pipeline(
@@ -74,19 +74,25 @@ def pipeline(
     run their transfers on the DMA unit's ports; else each event holds its unit `cycles`."""
     end = [0] * len(units)
     overlap = issue_overlap(hw) if hw is not None else 0
+    free, dma = clock.free, Unit.DMA
+    with_ports = transfers is not None and hw is not None
     for i in order(keys):
-        ready = max((end[d] for d in deps[i]), default=0)
-        if waits is not None:
-            ready = max(ready, waits[i])
-        start = max(clock.free[units[i]], ready - overlap)  # the issue may overlap the wait
-        if transfers is not None and hw is not None and units[i] == Unit.DMA and transfers[i]:
+        ready = 0
+        for d in deps[i]:
+            if end[d] > ready:
+                ready = end[d]
+        if waits is not None and waits[i] > ready:
+            ready = waits[i]
+        unit = units[i]
+        start = max(free[unit], ready - overlap)  # the issue may overlap the wait
+        if with_ports and unit == dma and transfers[i]:
             ports = clock.dma_ports(hw)
-            end[i] = start
+            ended = start
             for port, spec_cycles in transfers[i]:
-                end[i] = max(end[i], ports.run(port, ports.earliest(port, start), spec_cycles))
-            end[i] = clock.dma_retired = max(end[i], clock.dma_retired)  # retired in order
-            clock.free[Unit.DMA] = ports.taken
+                ended = max(ended, ports.run(port, ports.earliest(port, start), spec_cycles))
+            end[i] = clock.dma_retired = max(ended, clock.dma_retired)  # retired in order
+            free[dma] = ports.taken
             continue
         end[i] = start + cycles[i]
-        clock.free[units[i]] = end[i]
+        free[unit] = end[i]
     return end

@@ -101,7 +101,8 @@ class Spec:
 
     @property
     def opcode(self) -> Opcode:
-        return self.fields.get("opcode", self.cls.OPCODES[0])
+        fields = self.fields
+        return fields["opcode"] if "opcode" in fields else self.cls.OPCODES[0]
 
 
 @dataclass

@@ -158,17 +158,19 @@ class Events:
         readers: dict[tuple[str, int], list[int]] = {}
         deps: list[list[int]] = []
         for i, event in enumerate(self.events):
-            found = set()
-            for key in event.reads:
+            reads, writes = event.reads, event.writes
+            found = {last_write[key] for key in reads if key in last_write}
+            for key in writes:
                 if key in last_write:
                     found.add(last_write[key])
-            for key in event.writes:
-                if key in last_write:
-                    found.add(last_write[key])
-                found.update(readers.get(key, ()))
-            for key in event.reads:
-                readers.setdefault(key, []).append(i)
-            for key in event.writes:
+                if key in readers:
+                    found.update(readers[key])
+            for key in reads:
+                if key in readers:
+                    readers[key].append(i)
+                else:
+                    readers[key] = [i]
+            for key in writes:
                 last_write[key] = i
                 readers[key] = []
             deps.append(sorted(found))
@@ -223,14 +225,15 @@ def count_dram(plan: OpPlan, ev: Events, hw) -> None:
     softmax's passes through DRAM (cost.softmax_round_trip_bytes)."""
     for event in ev.events:
         for spec in event.specs:
-            if spec.opcode == Opcode.SOFTMAX:
+            opcode = spec.opcode
+            if opcode == Opcode.SOFTMAX:
                 nbytes = softmax_round_trip_bytes(hw, spec.fields["rows"] * spec.fields["depth"])
                 plan.dram_read_bytes += nbytes
                 plan.dram_write_bytes += nbytes
-            if spec.opcode in (Opcode.LOAD, Opcode.STORE):
+            if opcode == Opcode.LOAD or opcode == Opcode.STORE:
                 f = spec.fields
                 nbytes = f["row_bytes"] * f.get("rows", 1) * f.get("planes", 1)
-                if spec.opcode == Opcode.LOAD:
+                if opcode == Opcode.LOAD:
                     plan.dram_read_bytes += nbytes
                 else:
                     plan.dram_write_bytes += nbytes
