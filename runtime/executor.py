@@ -195,7 +195,9 @@ class Executable:
                 run = vm[function]
             except (AttributeError, KeyError, RuntimeError, ValueError):  # TVM's missing-function errors
                 return None
-            return _flatten(run(*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in args]))[0].copy()
+            # np.asarray(order="C"), not np.ascontiguousarray: that makes a 0-d operand (a
+            # scalar Mul's) 1-d, which the function's shape check refuses
+            return _flatten(run(*[tvm.runtime.tensor(np.asarray(a, order="C")) for a in args]))[0].copy()
         finally:
             if self._time_host_ops and vm is self._vm:
                 import tvm_ffi
