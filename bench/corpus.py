@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent / "tests" / "fixtures"))
+from _common import console as wide_console  # noqa: E402
 from _common import write_json  # noqa: E402
 from corpus import TFLITE_QDQ, CorpusModel, corpus_models  # noqa: E402
 
@@ -146,7 +146,7 @@ def main() -> None:
 
 
 def _print(figures: dict, targets: list[str]) -> None:
-    console = Console(highlight=False)
+    console = wide_console(highlight=False)
     table = Table(title="Corpus: VPU share and compile time", title_justify="left")
     for column in ("model", *[f"{t} ops / MACs / s" for t in targets], "budget ratio (vpu)"):
         table.add_column(column)

@@ -52,11 +52,10 @@ os.environ.setdefault("TVM_NUM_THREADS", str(THREADS))  # before TVM starts its 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT_DIR, write_json  # noqa: E402
+from _common import OUT_DIR, console, write_json  # noqa: E402
 
 from vpuc.compiler import compile_model  # noqa: E402
 from vpuc.compiler.host.database import META  # noqa: E402
@@ -203,7 +202,7 @@ def print_table(figures: dict) -> None:
             cells += ["-", "-", "-", "-"]
         cells += [f"{row['compile_s_untuned']:.1f}", f"{row['compile_s_tuned']:.1f}" if tuned else "-"]
         table.add_row(name, *cells)
-    Console().print(table)
+    console().print(table)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import console
 from resnet18_program import Layer, build_resnet18, generate_program
-from rich.console import Console
 from rich.table import Table
 
 from vpuc.sim import Simulator
@@ -171,7 +171,7 @@ def print_figures(f: dict) -> None:
         ("instructions per wall second", f"{f['instructions_per_s']:,.0f}"),
     ]:
         table.add_row(name, value)
-    Console().print(table)
+    console().print(table)
 
 
 if __name__ == "__main__":
