@@ -73,11 +73,29 @@ def _quantize_points(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, np.nd
 
 
 def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Initializers, Constant nodes, and the DequantizeLinear of constants (onnxruntime's
+    quantiser stores a BatchNormalization's gamma as int8 and its beta as int32 behind one:
+    without them the BatchNorm window below was 0 for every model it quantised)."""
     found = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             found[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear" and all(n in found for n in node.input if n):
+            found[node.output[0]] = _dequantized(node, [found[n] if n else None for n in node.input])
     return found
+
+
+def _dequantized(node: onnx.NodeProto, inputs: list) -> np.ndarray:
+    """(q - zero point) * scale in float64, a per-axis scale along the node's axis."""
+    q, scale = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
+    zero = inputs[2].astype(np.float64) if len(inputs) > 2 and inputs[2] is not None else np.zeros_like(scale)
+    if scale.size > 1 and q.ndim > 1:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1) % q.ndim
+        shape = [1] * q.ndim
+        shape[axis] = scale.size
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return (q - zero) * scale
 
 
 def _affine_window(model: onnx.ModelProto, quantize: onnx.NodeProto, rank: int) -> np.ndarray | float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from fuzz_check import lsb_mismatch, output_lsbs
 from onnx import TensorProto, helper, numpy_helper
 
@@ -62,7 +63,9 @@ def test_near_ties_finds_only_values_near_a_boundary():
     assert near_ties(_q_times_3(), {"x": np.array([0.49, 1.2], np.float32)}) == []  # 0.01 away
 
 
-def _batch_norm(x_scale: float, gamma: list[float], beta: list[float]) -> onnx.ModelProto:
+def _batch_norm(
+    x_scale: float, gamma: list[float], beta: list[float], dq_stats: bool = False
+) -> onnx.ModelProto:
     """x -> Q(x_scale) -> DQ -> BatchNormalization (mean 0, var 1 - eps: a = gamma) -> Q(0.1)
     -> DQ -> y on [1, 2, 1, 1]: the int8 form is a multiply-add with an int32 bias at
     x_scale * |gamma| / 127, whose rounding moves the output by up to half that step."""
@@ -80,6 +83,20 @@ def _batch_norm(x_scale: float, gamma: list[float], beta: list[float]) -> onnx.M
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "sx", "zero"], ["xq"]),
         helper.make_node("DequantizeLinear", ["xq", "sx", "zero"], ["xd"]),
+    ]
+    if dq_stats:  # as onnxruntime's quantize_static stores them: int8 gamma, int32 beta
+        inits = [i for i in inits if i.name not in ("gamma", "beta")]
+        inits += [
+            numpy_helper.from_array(np.array([round(g * 4) for g in gamma], np.int8), "gamma_q"),
+            numpy_helper.from_array(np.array(0.25, np.float32), "gamma_s"),
+            numpy_helper.from_array(np.array([round(b * 10000) for b in beta], np.int32), "beta_q"),
+            numpy_helper.from_array(np.array(1e-4, np.float32), "beta_s"),
+        ]
+        nodes += [
+            helper.make_node("DequantizeLinear", ["gamma_q", "gamma_s"], ["gamma"]),
+            helper.make_node("DequantizeLinear", ["beta_q", "beta_s"], ["beta"]),
+        ]
+    nodes += [
         helper.make_node("BatchNormalization", ["xd", "gamma", "beta", "mean", "var"], ["b"], epsilon=eps),
         helper.make_node("QuantizeLinear", ["b", "sy", "zero"], ["bq"]),
         helper.make_node("DequantizeLinear", ["bq", "sy", "zero"], ["y"]),
@@ -92,19 +109,22 @@ def _batch_norm(x_scale: float, gamma: list[float], beta: list[float]) -> onnx.M
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def test_a_batch_norm_widens_the_window_by_its_bias_resolution():
+@pytest.mark.parametrize("dq_stats", [False, True], ids=["float_stats", "quantized_stats"])
+def test_a_batch_norm_widens_the_window_by_its_bias_resolution(dq_stats):
     # by hand: x = 0.2 on both channels (2 steps of 0.1); channel 0 has gamma 1, so its int32
     # bias step is 0.1 * 1 / 127 and half of it is 0.00394 output steps (of 0.1); channel 1
     # has gamma 0.25, half a bias step 0.00098 steps. beta puts both outputs 0.003 steps above
     # the boundaries 2.5 (channel 0: 0.2 + 0.0503) and 1.5 (channel 1: 0.05 + 0.1003): a tie
     # on channel 0 only, where the fixed 0.002 window alone sees none.
-    model = _batch_norm(0.1, [1.0, 0.25], [0.0503, 0.1003])
+    # (quantized_stats: gamma and beta behind DequantizeLinears, as onnxruntime's quantiser
+    # writes them; the window was 0 there, u55-256-b76deea759)
+    model = _batch_norm(0.1, [1.0, 0.25], [0.0503, 0.1003], dq_stats)
     found = near_ties(model, {"x": np.full((1, 2, 1, 1), 0.2, np.float32)})
     (name, values, nudge) = [t for t in found if t[0] == "b"][0]
     np.testing.assert_allclose(values.ravel() / 0.1, [2.503, 1.503], atol=1e-5)
     assert nudge.ravel()[0] < 0 and nudge.ravel()[1] == 0  # 2.503 rounds up: the nudge goes down
     # beyond the window (0.006 steps from the boundary) nothing is a tie
-    far = _batch_norm(0.1, [1.0, 0.25], [0.0506, 0.1006])
+    far = _batch_norm(0.1, [1.0, 0.25], [0.0506, 0.1006], dq_stats)
     assert [t for t in near_ties(far, {"x": np.full((1, 2, 1, 1), 0.2, np.float32)}) if t[0] == "b"] == []
 
 
