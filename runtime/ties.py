@@ -49,6 +49,15 @@ ALL_SUBSETS = 10  # up to this many near-tie elements every choice is tried; abo
 DESCENT_TIES = 2000  # above this many, only none, each alone and all (each descent pass is one run per tie)
 DESCENT_PASSES = 4
 FLOAT_RTOL, FLOAT_ATOL = 1e-4, 1e-5  # a float output's tolerance in the descent's measure
+
+
+def float_tolerance(reference: np.ndarray) -> np.ndarray:
+    """Each element's tolerance for an output computed in float: FLOAT_RTOL (|ref| + max |ref|)
+    + FLOAT_ATOL (the fuzz harness judges float outputs by it too)."""
+    scale = float(np.abs(reference).max()) if reference.size else 0.0
+    return FLOAT_RTOL * (np.abs(reference) + scale) + FLOAT_ATOL
+
+
 DESCENT_RUNS = 4000  # onnxruntime runs the descent may take in all (a wrong answer on a big model: it stops)
 FEED_PREFIX = "__tie_nudge_"
 
@@ -266,7 +275,7 @@ def _excess(ours: dict, reference: dict, lsbs: dict) -> float:
         ref = expected.astype(np.float64)
         lsb = lsbs[name]
         if lsb is None:
-            tolerance = FLOAT_RTOL * (np.abs(ref) + (np.abs(ref).max() if ref.size else 0.0)) + FLOAT_ATOL
+            tolerance = float_tolerance(ref)
         else:
             tolerance = lsb
         off = np.abs(got.astype(np.float64) - ref) / tolerance

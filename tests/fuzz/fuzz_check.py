@@ -43,7 +43,7 @@ import onnx
 from vpuc import runtime
 from vpuc.compiler import CompileError, compile_model
 from vpuc.compiler.pipeline import PassSelection
-from vpuc.runtime.ties import FLOAT_ATOL, FLOAT_RTOL, explained_by_ties  # one float tolerance
+from vpuc.runtime.ties import explained_by_ties, float_tolerance  # one float tolerance
 
 REPO = Path(__file__).resolve().parents[2]
 REGRESSIONS = REPO / "tests" / "fuzz_regressions"
@@ -90,8 +90,7 @@ def float_mismatch(ours: dict, ref: dict) -> str | None:
             return f"output '{name}': {_describe(got)}, expected {_describe(expected)}"
         if expected.size == 0:
             continue
-        scale = float(np.abs(expected).max()) if expected.size else 0.0
-        bound = FLOAT_RTOL * (np.abs(expected) + scale) + FLOAT_ATOL
+        bound = float_tolerance(expected)
         bad = ~(np.abs(got - expected) <= bound) & ~(np.isnan(got) & np.isnan(expected))
         if bad.any():
             return _first_bad(name, got, expected, bad)
