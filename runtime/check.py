@@ -79,13 +79,17 @@ def reference_outputs(
     options.log_severity_level = 3
     try:
         session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-        declared = {i.name for i in session.get_inputs()}
-        feeds = {**{k: v for k, v in (bound or {}).items() if k in declared}, **inputs}
+        feeds = model_feeds({i.name for i in session.get_inputs()}, inputs, bound)
         names = [o.name for o in session.get_outputs()]
         return dict(zip(names, session.run(names, feeds), strict=True))
     except Exception as exc:  # onnxruntime raises its own exception classes
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckError(f"{model_path}: onnxruntime cannot run it on these inputs: {first}") from None
+
+
+def model_feeds(declared: set[str], inputs: dict, bound: dict | None) -> dict:
+    """The model's feeds: `inputs`, and the --bind-input values it declares as inputs."""
+    return {**{k: v for k, v in (bound or {}).items() if k in declared}, **inputs}
 
 
 def compare(ours: dict[str, np.ndarray], reference: dict[str, np.ndarray], source: str) -> list[OutputError]:

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from vpuc.runtime.check import compare, reference_outputs
+from vpuc.runtime.check import compare, model_feeds, reference_outputs
 
 
 @lru_cache(maxsize=8)
@@ -161,6 +161,5 @@ def _explained_by_ties(path: str, inputs, outputs, steps, tolerance: float, boun
         return None
 
     model = onnx.load(str(path))
-    declared = {i.name for i in model.graph.input}
-    feeds = {**{k: v for k, v in (bound or {}).items() if k in declared}, **inputs}
+    feeds = model_feeds({i.name for i in model.graph.input}, inputs, bound)
     return explained_by_ties(model, feeds, outputs, within, judged)
