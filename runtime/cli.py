@@ -202,12 +202,26 @@ def _check_arguments(args) -> None:
             raise InputError(f"{flag}: only used with --check MODEL")
     if args.sqnr_floor is not None and not math.isfinite(args.sqnr_floor):
         raise InputError(f"--sqnr-floor: must be a finite number of dB, got {args.sqnr_floor}")
-    if args.float_model and not Path(args.float_model).is_file():
-        raise InputError(f"--float-model: {args.float_model}: no such file")
+    for flag, value in (("--check", args.check), ("--float-model", args.float_model)):
+        if value:
+            _check_model_path(flag, value)
     if not 0 <= args.seed < 2**32:
         raise InputError(f"--seed: must be between 0 and 2^32 - 1, got {args.seed}")
     if args.outputs:
         _check_outputs_path(Path(args.outputs), args)
+
+
+def _check_model_path(flag: str, path: str) -> None:
+    """--check and --float-model name an ONNX file: refuse a missing file, a folder or another
+    kind of file in one line before the run, as compile does for its model."""
+    from vpuc.compiler.errors import FrontendError
+    from vpuc.compiler.frontend.load import read_onnx_file
+    from vpuc.runtime.inputs import InputError
+
+    try:
+        read_onnx_file(Path(path))
+    except FrontendError as exc:
+        raise InputError(f"{flag}: {exc}") from None
 
 
 def _check_outputs_path(out: Path, args) -> None:

@@ -20,7 +20,7 @@ def load_model(source: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, s
         model, name = source, source.graph.name or "<model>"
         _check_no_unloaded_external_data(model, name)
     else:
-        model, name = _read(Path(source)), str(source)
+        model, name = read_onnx_file(Path(source)), str(source)
     _check_is_model(model, name)
     _check_opset(model, name)
     _run_checker(model, name)
@@ -38,7 +38,8 @@ def _check_opset(model: onnx.ModelProto, name: str) -> None:
             )
 
 
-def _read(path: Path) -> onnx.ModelProto:
+def read_onnx_file(path: Path) -> onnx.ModelProto:
+    """The model in a file, or a FrontendError naming the file and what is wrong with it."""
     if not path.exists():
         raise FrontendError(f"{path}: no such file")
     if path.is_dir():

@@ -212,6 +212,20 @@ def test_bad_tolerance(vpuc, relu_artifact, value):
     _one_line(vpuc("run", artifact, "--check", model, "--tolerance", value), 2, "--tolerance")
 
 
+@pytest.mark.parametrize("flag", ["--check", "--float-model"])
+@pytest.mark.parametrize(
+    "kind, fragment",
+    [("missing", "no such file"), ("folder", "is a directory"), ("artifact", "not an ONNX model")],
+)
+def test_check_model_that_is_not_an_onnx_file(vpuc, tmp_path, relu_artifact, flag, kind, fragment):
+    """`--check MODEL` and `--float-model F` named a missing file, a folder or the artifact
+    itself: a one-line user error naming the flag and the path (was exit 3, FileNotFoundError)."""
+    artifact, model = relu_artifact
+    bad = {"missing": tmp_path / "nothere.onnx", "folder": tmp_path, "artifact": artifact}[kind]
+    args = ["--check", bad] if flag == "--check" else ["--check", model, "--float-model", bad]
+    _one_line(vpuc("run", artifact, *args), 2, f"{flag}: {bad}", fragment)
+
+
 def test_outputs_onto_the_inputs_file_is_refused(vpuc, tmp_path, relu_artifact):
     artifact, _ = relu_artifact
     np.savez(tmp_path / "in.npz", x=np.ones((1, 4), np.float32))
