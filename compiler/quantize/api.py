@@ -24,6 +24,7 @@ from vpuc.compiler.quantize.calibration.data import (
     DEFAULT_SYNTHETIC_SAMPLES,
     SplitData,
     check_fits_in_memory,
+    check_outputs_fit_in_memory,
     load_calibration,
     split_file_samples,
     synthetic_calibration,
@@ -144,7 +145,13 @@ def _qdq_samples(specs, calib_path, calib_synthetic: int | None, seed: int, onnx
             data = data.subset(range(data.count - held, data.count), f"{data.source} [{data.count - held}:]")
         return data, []
     count = synthetic_held_out_count(calib_synthetic or DEFAULT_SYNTHETIC_SAMPLES, held)
-    check_fits_in_memory(specs, count, f"--held-out {count}" if held is not None else f"{count} samples")
+    what = (
+        f"--held-out {count}" if held is not None
+        else f"--calib-synthetic {calib_synthetic}" if calib_synthetic is not None
+        else f"{count} samples"
+    )  # fmt: skip
+    check_fits_in_memory(specs, count, what)
+    check_outputs_fit_in_memory(onnx_model, count, what)
     data = synthetic_calibration(specs, count, seed, stream=1, onnx_model=onnx_model)
     warning = (
         f"measuring the QDQ model's accuracy on synthetic data ({data.source}): "

@@ -106,6 +106,37 @@ def test_a_hundred_million_synthetic_samples_is_a_user_error(tmp_path):
     assert not (tmp_path / "c.vpub").exists()
 
 
+def _qdq_conv(path, h, w):
+    """A QDQ model (quantize_static's form) of one 3x3 conv, 1x3xHxW -> 1x4xHxW."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    float_model = _conv(path.with_suffix(".float.onnx"), h, w)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.samples = iter([{"x": rng.standard_normal((1, 3, h, w)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.samples, None)
+
+    quantize_static(str(float_model), str(path), Reader(), quant_format=QuantFormat.QDQ)
+    return path
+
+
+def test_a_hundred_million_synthetic_samples_for_a_qdq_model_is_a_user_error(tmp_path):
+    """The same flag on a QDQ model, whose synthetic samples only measure accuracy: it drew
+    25,000,000 held-out samples one at a time and kept both models' outputs of each (ran past
+    300 s, then out of memory); refused before drawing, as for a float model."""
+    model = _qdq_conv(tmp_path / "q.onnx", 16, 16)
+    result = _cli("compile", model, "--target", "vpu", "--calib-synthetic", 100_000_000, "-o", tmp_path / "q.vpub")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "--calib-synthetic 100000000" in line and "25000000 held-out samples" in line
+    assert f"{25_000_000 * 2 * 4 * 16 * 16 * 4:,} bytes" in line, line
+    assert not (tmp_path / "q.vpub").exists()
+
+
 def test_the_held_out_count_is_an_option(tmp_path):
     """--held-out K: K fresh synthetic samples (default max(8, N // 4)), or the last K of a file's."""
     from vpuc.compiler.driver import CompileOptions, prepare_front
