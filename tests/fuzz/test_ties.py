@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from fuzz_check import lsb_mismatch, output_lsbs
+from fuzz_check import float_mismatch, lsb_mismatch, output_lsbs
 from onnx import TensorProto, helper, numpy_helper
 
-from vpuc.runtime.ties import explained_by_ties, near_ties
+from vpuc.runtime.ties import explained_by_ties, float_tolerance, near_ties
 
 
 def _q_times_3() -> onnx.ModelProto:
@@ -244,3 +244,20 @@ def test_the_descent_measures_a_float_output_by_the_float_tolerance():
     assert explained_by_ties(model, inputs, answer, within, lsbs) == 8
     answer["y"].ravel()[17] += np.float32(0.07)  # 2.2 steps rounded to 3: no tie
     assert explained_by_ties(model, inputs, answer, within, lsbs) is None
+
+
+def test_a_float_output_near_float32s_largest_value_keeps_a_finite_tolerance():
+    """The cpu fuzz run at 500 warned 'overflow encountered in add': the tolerance of a float32
+    reference near 3.4e38 was computed in float32 and became inf, so any value passed there."""
+    big = np.finfo(np.float32).max / np.float32(1.5)
+    expected = {"y": np.array([big, 1.0, -2.0], np.float32)}
+    assert float_mismatch({"y": expected["y"].copy()}, expected) is None
+    for wrong in (np.inf, big / np.float32(2), np.float32(0.0)):
+        got = expected["y"].copy()
+        got[0] = wrong
+        assert float_mismatch({"y": got}, expected) is not None, wrong
+    # hand: 1e-4 * (2.27e38 + 2.27e38) + 1e-5 = 4.5e34 at the big element, finite
+    assert np.isclose(float_tolerance(expected["y"])[0], 1e-4 * 2 * float(big) + 1e-5)
+    same = {"y": np.array([np.inf, -np.inf, 1.0], np.float32)}
+    assert float_mismatch({"y": same["y"].copy()}, same) is None  # equal infinities agree
+    assert float_mismatch({"y": np.array([np.inf, np.inf, 1.0], np.float32)}, same) is not None
