@@ -8,7 +8,9 @@ before an earlier conflicting one on another unit has ended is a race: the figur
 describe a machine whose results differ from the simulated ones, so it is an error that
 names both instructions and asks for a token between them. An instruction's accesses begin
 when it starts, or with issue_order = "before_wait" its issue_cycles later (its issue
-touches no memory and may overlap its wait: Timeline.issue_overlap).
+touches no memory and may overlap its wait: Timeline.issue_overlap), and a MAC instruction's
+with mac_load_order = "before_wait" after its first weight load too (the weights it streams
+in during the wait: Timeline.accesses_from).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def check_races(instructions: Sequence[Instruction], plans: Sequence[Plan], time
     for pc, plan in enumerate(plans):
         if plan.unit not in done_pcs:
             continue
-        accesses = timeline.start[pc] + timeline.issue_overlap  # an overlapped issue touches nothing
+        accesses = timeline.accesses_from(pc, plan.unit)  # an overlapped issue touches nothing
         for other in QUEUED_UNITS:
             if other == plan.unit:
                 continue
@@ -42,7 +44,7 @@ def check_races(instructions: Sequence[Instruction], plans: Sequence[Plan], time
                     continue
                 conflict = _conflict(plans[earlier], plan)
                 if conflict:
-                    _race(instructions, timeline, earlier, pc, *conflict)
+                    _race(instructions, plans, timeline, earlier, pc, *conflict)
         done_pcs[plan.unit].append(pc)
         ends = done_ends[plan.unit]  # the DMA unit's transfers may end out of order
         ends.append(max(timeline.end[pc], ends[-1]) if ends else timeline.end[pc])
@@ -63,9 +65,9 @@ def _conflict(earlier: Plan, later: Plan) -> tuple[str, str, Region] | None:
 
 
 def _race(
-    instructions, timeline: Timeline, earlier: int, later: int, did: str, does: str, region: Region
+    instructions, plans, timeline: Timeline, earlier: int, later: int, did: str, does: str, region: Region
 ) -> None:
-    accesses = timeline.start[later] + timeline.issue_overlap
+    accesses = timeline.accesses_from(later, plans[later].unit)
     raise SimError(
         later,
         format_instruction(instructions[later]),

@@ -6,7 +6,8 @@ An instruction starts when its unit is free and it has taken one count of every 
 its `wait` mask; it gives one count of every token in its `signal` mask when it ends. On a
 target with issue_order = "before_wait" its issue runs while it waits: it starts at
 max(unit free, last token - issue_cycles) (targets/isa/cost.py `issue_overlap`), so its work
-still begins after the token.
+still begins after the token; with mac_load_order = "before_wait" a MAC instruction's first
+weight-block load runs during the wait too (`wait_overlap`).
 Each token links one signalling unit to one waiting unit (checked by `check_tokens`), so
 the k-th wait on a token takes the k-th signal: the schedule is deterministic without
 stepping cycle by cycle. END starts when every unit has drained. A unit whose next wait
@@ -32,7 +33,7 @@ from functools import cache
 from vpuc.sim.errors import SimError
 from vpuc.sim.machine import Plan
 from vpuc.targets.isa.asm import format_instruction
-from vpuc.targets.isa.cost import issue_overlap
+from vpuc.targets.isa.cost import issue_overlap, wait_overlap
 from vpuc.targets.isa.dma_cost import DmaPorts
 from vpuc.targets.isa.formats import TOKEN_COUNT, Instruction, Unit, token_ids
 from vpuc.targets.model import Hardware
@@ -56,6 +57,13 @@ class Timeline:
     # wait on its tokens (targets/isa/cost.py issue_overlap): the race check's accesses
     # begin this long after `start`.
     issue_overlap: int = 0
+    # On top of it for a MAC instruction with mac_load_order = "before_wait": its first weight
+    # block's load (targets/isa/cost.py wait_overlap), which may also run during the wait.
+    mac_load_overlap: int = 0
+
+    def accesses_from(self, pc: int, unit: Unit) -> int:
+        """When instruction `pc` (on `unit`) begins the memory accesses the race check sees."""
+        return self.start[pc] + self.issue_overlap + (self.mac_load_overlap if unit == Unit.MAC else 0)
 
 
 @cache
@@ -98,6 +106,7 @@ def schedule(
     edges: list[tuple[int, int, int]] = []
     ports = DmaPorts(hardware) if hardware is not None else None
     overlap = issue_overlap(hardware) if hardware is not None else 0
+    early = {u: wait_overlap(hardware, u) if hardware is not None else 0 for u in QUEUED_UNITS}
     in_flight: dict[str, list[int]] = {"dram": [], "flash": []}  # DMA pcs per port
     retired = 0  # when every DMA transfer so far has ended
     progress = True
@@ -114,8 +123,8 @@ def schedule(
                     cycle, producer = given[t][taken[t]]
                     taken[t] += 1
                     edges.append((producer, pc, t))
-                    if cycle - overlap > ready:  # its issue may run while it waits
-                        ready, last = cycle - overlap, producer
+                    if cycle - early[unit] > ready:  # its issue (a MAC: its load) may run while it waits
+                        ready, last = cycle - early[unit], producer
                 stall[pc] = ready - free_at[unit]
                 cause[pc] = None if last is None else plans[last].unit
                 if ports is not None and unit == Unit.DMA:
@@ -142,7 +151,8 @@ def schedule(
     for pc in range(n):
         if plans[pc].unit == Unit.CTRL:
             start[pc] = end[pc] = total
-    return Timeline(tuple(start), tuple(end), tuple(stall), tuple(cause), tuple(edges), total, overlap)
+    load = early[Unit.MAC] - overlap
+    return Timeline(tuple(start), tuple(end), tuple(stall), tuple(cause), tuple(edges), total, overlap, load)
 
 
 def _dma_start(pc: int, ready: int, plans, ports: DmaPorts, in_flight, end, overlap: int) -> int:

@@ -54,6 +54,7 @@ CHOICE_HARDWARE: dict[str, tuple[str, ...]] = {
     "weights_in": ("dram", "flash"),
     "feature_maps_in": ("sram", "dram"),
     "issue_order": ("after_wait", "before_wait"),
+    "mac_load_order": ("after_wait", "before_wait"),
     "softmax_passes_in": ("sram", "dram"),
 }
 # Throughputs in elements per cycle: any positive number (U55's output unit does 0.75 cycles
@@ -81,6 +82,7 @@ OPTIONAL_HARDWARE = (
     "mac_drain_cycles",
     "mac_row_slice",
     "issue_order",
+    "mac_load_order",
     "softmax_passes_in",
 )
 TOP_LEVEL_TABLES = ("target", "hardware", "numerics", "host", "ops")

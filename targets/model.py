@@ -97,6 +97,12 @@ class Hardware:
     # part of its work) or "before_wait" (as soon as its unit is free, overlapping the wait
     # on its tokens, as a command stream is decoded ahead of the dependency it waits on).
     issue_order: str = "after_wait"
+    # When a MAC instruction's first weight-block load (mac_weight_load_cycles) runs:
+    # "after_wait" (once its tokens are in) or "before_wait" (while it waits on them, as
+    # Ethos-U55's weight decoder fills the weight buffer from the AXI stream while the
+    # command waits for its input: the load ends no sooner than the tokens, so the last
+    # weights it streams have arrived; docs/targets.md "The MAC's weight load and its wait").
+    mac_load_order: str = "after_wait"
     # Where softmax's passes over a row keep the tensor between them: "sram" (the
     # scratchpad: one instruction, no memory round trips) or "dram" (each of its
     # SOFTMAX_PASSES is a command of its own that reads and writes the tensor through the

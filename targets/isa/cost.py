@@ -8,7 +8,8 @@ tokens, the schedule) is what the tests that compare them are about. docs/isa.md
 each formula in prose; docs/targets.md defines every figure.
 
 Every instruction but END costs issue_cycles + its work; with issue_order = "before_wait"
-the issue may run while the instruction waits on its tokens (`issue_overlap`). Scratchpad
+the issue may run while the instruction waits on its tokens (`issue_overlap`), and with
+mac_load_order = "before_wait" a MAC instruction's first weight load too (`wait_overlap`). Scratchpad
 traffic: a unit moves at most sram_bytes_per_cycle bytes of SRAM a cycle (no limit when the
 target leaves it out), so an instruction's work is at least ceil(its SRAM bytes /
 sram_bytes_per_cycle).
@@ -69,6 +70,7 @@ from vpuc.targets.isa.formats import (
     Opcode,
     Requant,
     Softmax,
+    Unit,
 )
 from vpuc.targets.model import Hardware
 
@@ -325,6 +327,18 @@ def issue_overlap(hw: Hardware) -> int:
     memory accesses) issue_cycles later: the rule of the simulator's schedule
     (vpuc.sim.timing), its race check (vpuc.sim.hazards) and the estimate (estimate.py)."""
     return hw.issue_cycles if hw.issue_order == "before_wait" else 0
+
+
+def wait_overlap(hw: Hardware, unit: Unit) -> int:
+    """Cycles of an instruction on `unit` that may run before its tokens are in: its issue
+    (issue_overlap), and on the MAC array with mac_load_order = "before_wait" its first weight
+    block's load too (mac_weight_load_cycles: the weight decoder fills the buffer from the
+    stream while the command waits; the load ends no sooner than the tokens, so every weight
+    it reads has arrived by then). It starts at max(its unit free, its last token - this),
+    its memory accesses this long after its start: the rule of the simulator's schedule, its
+    race check and the estimate."""
+    load = hw.mac_weight_load_cycles if unit == Unit.MAC and hw.mac_load_order == "before_wait" else 0
+    return issue_overlap(hw) + load
 
 
 def instruction_cycles(instruction: Instruction, hw: Hardware) -> int:

@@ -178,8 +178,8 @@ def simulate(subgraph: vops.Subgraph, target, seed: int = 1):
 
 def u55_square_array():
     """u55-256 with the 16 x 16 MAC array (16-cycle weight load, no row slices, 2 depthwise
-    pixels a cycle, 16 + 16 cycles of fill and drain) it had before issue 21's array
-    geometry and its mac_drain_cycles: the DMA-order cases computed by
+    pixels a cycle, 16 + 16 cycles of fill and drain, the weight load after the wait) it had
+    before issue 21's array geometry, its mac_drain_cycles and mac_load_order: the DMA-order cases computed by
     hand on it (test_store_order.py, test_weight_stream.py) keep their figures; every other
     u55-256 figure is the target's own."""
     import dataclasses
@@ -188,5 +188,6 @@ def u55_square_array():
 
     u55 = load_target("u55-256")
     square = {"mac_rows": 16, "mac_cols": 16, "mac_weight_load_cycles": 16, "mac_row_slice": 0,
-              "mac_grouped_pixels_per_cycle": 2, "mac_drain_cycles": -1}  # fmt: skip
+              "mac_grouped_pixels_per_cycle": 2, "mac_drain_cycles": -1,
+              "mac_load_order": "after_wait"}  # fmt: skip
     return dataclasses.replace(u55, hardware=dataclasses.replace(u55.hardware, **square))

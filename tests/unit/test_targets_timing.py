@@ -43,6 +43,10 @@ def _target(tmp_path, hardware: str):
             r"t.toml: hardware.issue_order: 'during' is not one of after_wait, before_wait",
         ),
         (
+            'mac_load_order = "early"',
+            r"t.toml: hardware.mac_load_order: 'early' is not one of after_wait, before_wait",
+        ),
+        (
             'softmax_passes_in = "flash"',
             r"t.toml: hardware.softmax_passes_in: 'flash' is not one of sram, dram",
         ),

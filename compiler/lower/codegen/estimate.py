@@ -12,7 +12,8 @@ too, and shows that a cost changed on the simulator's side alone breaks that. DM
 run their transfers through the ISA's port rule (targets/isa/cost.py `DmaPorts`), as the
 simulator does: transfers on two ports, or several in flight on one, overlap. With
 issue_order = "before_wait" an event's issue runs while it waits on the events before it
-(targets/isa/cost.py `issue_overlap`), as an instruction's does in the simulator.
+(targets/isa/cost.py `issue_overlap`), as an instruction's does in the simulator, and with
+mac_load_order = "before_wait" a MAC event's first weight load too (`wait_overlap`).
 
     pipeline(events, deps, clock) -> (finish times, clock after)
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vpuc.targets.isa.cost import issue_overlap
+from vpuc.targets.isa.cost import wait_overlap
 from vpuc.targets.isa.dma_cost import DmaPorts
 from vpuc.targets.isa.formats import Unit
 from vpuc.targets.model import Hardware
@@ -73,7 +74,7 @@ def pipeline(
     With `transfers` (a DMA event's (port, cycles) per instruction) and `hw`, DMA events
     run their transfers on the DMA unit's ports; else each event holds its unit `cycles`."""
     end = [0] * len(units)
-    overlap = issue_overlap(hw) if hw is not None else 0
+    early = {u: wait_overlap(hw, u) if hw is not None else 0 for u in QUEUES}
     free, dma = clock.free, Unit.DMA
     with_ports = transfers is not None and hw is not None
     for i in order(keys):
@@ -84,7 +85,7 @@ def pipeline(
         if waits is not None and waits[i] > ready:
             ready = waits[i]
         unit = units[i]
-        start = max(free[unit], ready - overlap)  # the issue may overlap the wait
+        start = max(free[unit], ready - early[unit])  # the issue (a MAC's load) may overlap the wait
         if with_ports and unit == dma and transfers[i]:
             ports = clock.dma_ports(hw)
             ended = start

@@ -39,7 +39,7 @@ from vpuc.compiler.lower.codegen.tiling import (
     spec_cycles,
     spec_transfers,
 )
-from vpuc.targets.isa.cost import issue_overlap
+from vpuc.targets.isa.cost import issue_overlap, wait_overlap
 from vpuc.targets.isa.formats import Conv, Opcode, Requant, Unit
 
 
@@ -125,7 +125,8 @@ def mac_ends(
     """(head, tail): the MAC array's first instruction waits for its weights and input band
     (each transfer at least its own cycles after the layer's start), its last is followed by
     its tile's requantisation and, for an output in DRAM, that tile's store; each may issue
-    issue_overlap cycles before what it waits for ends (estimate.pipeline). In either loop
+    issue_overlap cycles before what it waits for ends, the MAC wait_overlap (its first
+    weight load too, with mac_load_order = "before_wait": estimate.pipeline). In either loop
     order the first tile with MAC work is image 0's first such band in chunk 0, the last
     the last image's last such band in the last chunk."""
     overlap = issue_overlap(ctx.hw)
@@ -155,7 +156,7 @@ def mac_ends(
                 ctx, transfer.band(Opcode.LOAD, x_view, 0, (i0, i1), chunk.steps[0], Addr("in"))
             )
         waits.append(memo[key])
-    head = max(0, max(waits) - overlap)
+    head = max(0, max(waits) - wait_overlap(ctx.hw, Unit.MAC))
     (r0, r1), (o0, o1) = with_mac[-1], parts[-1].out
     tail = memo[("requant", (r1 - r0) * shape.ow, o1 - o0)] - overlap
     if ctx.in_dram(op.output):
@@ -224,8 +225,8 @@ def events_bound(events: Events) -> int:
     MAC array's total with what must come before its first event (the events writing its
     weights and input, each at least its longest transfer's cycles) and after its last (the
     first event reading its accumulators, the requantisation, and the first reading what
-    that writes, the store), each of which may issue issue_overlap cycles early
-    (estimate.pipeline). The search takes it from the shape (busy_bound), equal
+    that writes, the store), each of which may issue issue_overlap cycles early, the MAC
+    wait_overlap (estimate.pipeline). The search takes it from the shape (busy_bound), equal
     to this (tests/lower/test_mac_bound.py)."""
     busy = dict.fromkeys((Unit.MAC, Unit.VEC), 0)
     for event in events.events:
@@ -251,7 +252,7 @@ def _events_ends(events: Events) -> tuple[int, int]:
         for key in event.writes:
             writers[key] = event
     loads = [writers[key] for key in evs[first].reads if key[0].endswith((".in", ".w")) and key in writers]
-    head = max(0, max([least(e) for e in loads], default=0) - overlap)
+    head = max(0, max([least(e) for e in loads], default=0) - wait_overlap(target.hardware, Unit.MAC))
     after = [e for e in evs[last + 1 :] if set(e.reads) & set(evs[last].writes)]
     if not after:
         return head, 0
