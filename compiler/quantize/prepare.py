@@ -85,7 +85,8 @@ def prepare(
         report["equalize"] = {**equalized.summary(), "seconds": _since(start)}
     watched = _watched(plan)
     start = time.perf_counter()
-    shared = OneBuild(mod, plan, watched, llvm) if ONE_BUILD and not _may_rewrite(mod, plan, options) else None
+    one_build = ONE_BUILD and not _may_rewrite(mod, plan, options)
+    shared = OneBuild(mod, plan, watched, llvm) if one_build else None
     reference = shared.float_view() if shared is not None else Observer(mod, watched, llvm)
     report["reference_build_seconds"] = _since(start)
     mod, plan, derived, blocked = _rewrite(mod, plan, reference, calib, options, report)
