@@ -17,15 +17,20 @@ from tvm import relax
 
 import vpuc.compiler.quantize.prepare as prepare
 from vpuc.compiler import compat
-from vpuc.compiler.quantize import quantize, synthetic_split
+from vpuc.compiler.partition import partition_for_vpu
+from vpuc.compiler.quantize import QuantOptions, quantize, synthetic_split
 from vpuc.compiler.quantize.calibration import observe
-from vpuc.compiler.quantize.measurement.one_build import lift_qdq_constants
+from vpuc.compiler.quantize.calibration.calibrate import choose_params
+from vpuc.compiler.quantize.measurement.one_build import OneBuild, lift_qdq_constants
+from vpuc.compiler.quantize.plan import QuantPlan, plan_quantization
+from vpuc.compiler.quantize.ptq import onnx_provenance
+from vpuc.compiler.quantize.transforms.realize import realize
 from vpuc.targets import load_target
 
 MODELS = ("tinyconvnet", "mobilenet_mini", "resnet_mini")
 
 
-def _quantize(zoo_optimised, name: str, one_build: bool, monkeypatch) -> tuple:
+def _quantize(zoo_optimised, name: str, one_build: bool, monkeypatch, **kwargs) -> tuple:
     mod, provenance, imported = zoo_optimised(name, "vpu")
     split = synthetic_split(imported.inputs, 32, seed=0)
     builds = []
@@ -39,8 +44,9 @@ def _quantize(zoo_optimised, name: str, one_build: bool, monkeypatch) -> tuple:
     monkeypatch.setattr(prepare, "ONE_BUILD", one_build)
     observe._BUILT.clear()  # else the other path's executables answer
     result = quantize(
-        mod, load_target("vpu"), imported.onnx_model, provenance, split.calibration, held_out=split.held_out
-    )
+        mod, load_target("vpu"), imported.onnx_model, provenance, split.calibration, held_out=split.held_out,
+        **kwargs,
+    )  # fmt: skip
     return result, len(builds)
 
 
@@ -52,12 +58,20 @@ def _without_timings(report):
     return report
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_one_build_gives_the_two_build_results(zoo_optimised, monkeypatch, name):
-    two, two_builds = _quantize(zoo_optimised, name, False, monkeypatch)
-    one, one_builds = _quantize(zoo_optimised, name, True, monkeypatch)
-    assert (two_builds, one_builds) == (2, 1)
-    assert len(one.tensors) > 5
+CASES = [(name, {}) for name in MODELS] + [
+    # the per-layer method choice reads the reference too, equalisation rewrites before it;
+    # a floor of 50 dB keeps 3 layers in float: the final plan is measured again
+    ("tinyconvnet", {"method": "auto", "options": QuantOptions(equalize=True, min_sqnr_db=50.0)}),
+]
+
+
+@pytest.mark.parametrize(("name", "kwargs"), CASES, ids=[*MODELS, "tinyconvnet-auto-equalize-floor"])
+def test_one_build_gives_the_two_build_results(zoo_optimised, monkeypatch, name, kwargs):
+    two, two_builds = _quantize(zoo_optimised, name, False, monkeypatch, **kwargs)
+    one, one_builds = _quantize(zoo_optimised, name, True, monkeypatch, **kwargs)
+    assert one_builds == two_builds - 1
+    assert two_builds == 2 or kwargs
+    assert len(one.tensors) >= 3
     assert [t.tensor for t in one.tensors] == [t.tensor for t in two.tensors]
     for new, old in zip(one.tensors, two.tensors, strict=True):
         assert new.params.scale.tobytes() == old.params.scale.tobytes(), new.tensor
@@ -66,6 +80,7 @@ def test_one_build_gives_the_two_build_results(zoo_optimised, monkeypatch, name)
     assert compat.structural_equal(one.mod, two.mod)
     assert _without_timings(one.accuracy) == _without_timings(two.accuracy)
     assert one.accuracy["sensitivity"] and one.accuracy["layers"]
+    assert len(one.accuracy["floor"]["kept_float"]) == (3 if kwargs else 0)
 
 
 def test_lifted_constants_are_run_time_inputs():
@@ -83,7 +98,7 @@ def test_lifted_constants_are_run_time_inputs():
         bb.emit_func_output(out)
     lifted, values = lift_qdq_constants(bb.get())
     assert [v.item() for v in values] == [0.5, 3, 0.25, -2]
-    assert [p.name for p in lifted["main"].params] == ["x", "vpuc_qdq0", "vpuc_qdq1", "vpuc_qdq2", "vpuc_qdq3"]
+    assert [p.name for p in lifted["main"].params] == ["x", *(f"vpuc_qdq{i}" for i in range(4))]
     vm = compat.virtual_machine(compat.build_host(lifted, "llvm"))
     data = np.array([[-40.0, -1.3, 0.2], [0.74, 9.0, 70.0]], np.float32)
     for scale, zero, dq_scale, dq_zero in ((0.5, 3, 0.25, -2), (0.125, -7, 2.0, 5)):
@@ -93,3 +108,20 @@ def test_lifted_constants_are_run_time_inputs():
         expected = ((quantized - dq_zero) * np.float32(dq_scale)).astype(np.float32)
         np.testing.assert_array_equal(got, expected)
     assert isinstance(lifted, tvm.IRModule)
+
+
+def test_another_plan_is_not_run_on_the_build(zoo_optimised):
+    """The floor's final plan may hold fewer composites: its realisation is not the built
+    module, so `bind` declines it (the caller builds it) and takes the plan's own."""
+    mod, provenance, imported = zoo_optimised("tinyconvnet", "vpu")
+    provenance = onnx_provenance(provenance, imported.onnx_model)
+    placement = partition_for_vpu(mod, load_target("vpu"), imported.onnx_model, provenance).placement
+    plan = plan_quantization(mod["main"], placement)
+    build = OneBuild(mod, plan, [], "llvm")
+
+    def realized(plan):
+        ranges = {name: (-2.0, 3.0) for name in plan.tensors_to_calibrate()}
+        return realize(mod, plan, choose_params(plan, {}, "minmax", 0.0, ranges), provenance)
+
+    assert build.bind(realized(plan)) is not None
+    assert build.bind(realized(QuantPlan(plan.composites[1:]))) is None
