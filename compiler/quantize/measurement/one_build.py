@@ -120,19 +120,15 @@ class OneBuild:
 
 
 class Bound:
-    """An Observer of a lifted module with its constants bound: `over` and `run` take what
-    an Observer of the module before lifting takes (the switch vector as `extra`, or
-    `flags` when given here)."""
+    """An Observer of a lifted module with its constants bound: `over` takes what an
+    Observer of the module before lifting takes (the switch vector as `extra`, or `flags`
+    when given here)."""
 
     def __init__(self, observer: Observer, values: list[np.ndarray], flags: np.ndarray | None = None) -> None:
         self.observer = observer
         self.names, self.shapes = observer.names, observer.shapes
         self._flags = () if flags is None else (compat.to_tvm(flags),)
         self._tail = tuple(compat.to_tvm(v) for v in values)
-
-    def run(self, inputs: list[np.ndarray], extra: tuple = ()):
-        tail = (*(compat.to_tvm(x) for x in extra), *self._flags, *self._tail)
-        return self.observer.run(inputs, tail)
 
     def over(
         self, data: CalibrationData, extra: tuple[np.ndarray, ...] = ()
