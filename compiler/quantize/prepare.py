@@ -2,7 +2,10 @@
 
     float module + QuantPlan + calibration samples + QuantOptions
         1. equalize        cross-layer equalisation (data-free, exact)         equalize.py
-        2. observe         build the reference module once (every composite input and root)
+        2. observe         build the reference module once (every composite input and root):
+                           the plan's switchable QDQ module, all switches off, which the
+                           accuracy report then reuses (one_build.py); a float build when
+                           SmoothQuant or bias absorption may rewrite the module
         3. pre-pass        per-channel statistics for SmoothQuant (its maxima on the first
                            PREPASS_SAMPLES samples) / bias absorption (its minima on all),
                            then rewrite the module (smoothquant.py, absorb_bias.py)
@@ -30,19 +33,24 @@ from vpuc.compiler.quantize.calibration.data import CalibrationData
 from vpuc.compiler.quantize.calibration.histogram import TensorStats
 from vpuc.compiler.quantize.calibration.observe import Observer
 from vpuc.compiler.quantize.measurement.derived import Derived, reader
+from vpuc.compiler.quantize.measurement.one_build import OneBuild
 from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.params import QParams
 from vpuc.compiler.quantize.plan import QuantPlan
 from vpuc.compiler.quantize.transforms import absorb_bias, adaround, equalize, smoothquant
 
 PREPASS_SAMPLES = 8  # SmoothQuant's per-channel maxima come from the first samples
+# One build (one_build.py) for calibration and the accuracy report where no rewrite needs the
+# float module apart; False: the float reference and the switchable module built each (the
+# path before it, kept for tests/quantize/test_one_build.py and measurements)
+ONE_BUILD = True
 
 
 @dataclass
 class Prepared:
     mod: tvm.IRModule  # the rewritten float module (what gets realised)
     plan: QuantPlan
-    reference: Observer  # built on the equalised module
+    reference: Observer  # built on the equalised module (or one_build.Bound, all float)
     derived: dict[str, Derived]
     stats: dict[str, TensorStats]
     means: dict[str, np.ndarray]  # bias correction: per-channel input means
@@ -50,6 +58,7 @@ class Prepared:
     ranges: dict[str, tuple[float, float]]  # method choice: tensor -> range
     blocked: dict[str, str] = field(default_factory=dict)  # bindings the rewrites keep on the CPU
     report: dict = field(default_factory=dict)  # per method: what it did and its seconds
+    shared: OneBuild | None = None  # the build `reference` runs, when it serves measure.py too
 
     def params(self, plan: QuantPlan, method: str, percentile: float) -> dict[str, QParams]:
         return choose_params(plan, self.stats, method, percentile, self.ranges)
@@ -76,7 +85,9 @@ def prepare(
         report["equalize"] = {**equalized.summary(), "seconds": _since(start)}
     watched = _watched(plan)
     start = time.perf_counter()
-    reference = Observer(mod, watched, llvm)
+    one_build = ONE_BUILD and not _may_rewrite(mod, plan, options)
+    shared = OneBuild(mod, plan, watched, llvm) if one_build else None
+    reference = shared.float_view() if shared is not None else Observer(mod, watched, llvm)
     report["reference_build_seconds"] = _since(start)
     mod, plan, derived, blocked = _rewrite(mod, plan, reference, calib, options, report)
     start = time.perf_counter()
@@ -99,7 +110,13 @@ def prepare(
         rounding = adaround.adaround(mod, plan, layer_inputs, params, options.adaround_budget_s)
         rounded = rounding.weights
         report["adaround"] = {**rounding.summary(), "seconds": _since(start)}
-    return Prepared(mod, plan, reference, derived, stats, means, rounded, ranges, blocked, report)
+    return Prepared(mod, plan, reference, derived, stats, means, rounded, ranges, blocked, report, shared)
+
+
+def _may_rewrite(mod: tvm.IRModule, plan: QuantPlan, options: QuantOptions) -> bool:
+    """Whether SmoothQuant or bias absorption has candidates (_rewrite)."""
+    smooth = options.smoothquant and smoothquant.candidates(mod["main"], plan)
+    return bool(smooth or (options.absorb_bias and absorb_bias.candidates(mod["main"], plan)))
 
 
 def _rewrite(mod, plan: QuantPlan, reference: Observer, calib, options: QuantOptions, report: dict):

@@ -58,20 +58,23 @@ class Observer:
         self.shapes = _shapes(mod["main"], self.names)
         self._vm = compat.virtual_machine(_built(exposed, llvm_target))
 
-    def run(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-        """(model outputs, {binding name: value}) for one sample."""
-        values = compat.flatten_outputs(self._vm["main"](*[compat.to_tvm(x) for x in inputs]))
+    def run(
+        self, inputs: list[np.ndarray], converted: tuple = ()
+    ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """(model outputs, {binding name: value}) for one sample; `converted`: further
+        inputs, already TVM tensors (one_build.Bound's lifted constants)."""
+        values = compat.flatten_outputs(self._vm["main"](*[compat.to_tvm(x) for x in inputs], *converted))
         outputs = values[: self.output_count]
         return outputs, dict(zip(self.names, values[self.output_count :], strict=True))
 
     def over(
-        self, data: CalibrationData, extra: tuple[np.ndarray, ...] = ()
+        self, data: CalibrationData, extra: tuple[np.ndarray, ...] = (), converted: tuple = ()
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         """run() for every sample of `data`, inputs taken in main's param order, then `extra`
-        (the switch vector of a switchable module, switch.py)."""
+        (the switch vector of a switchable module, switch.py), then `converted`."""
         stacks = list(data.samples.values())
         for index in range(data.count):
-            yield self.run([stack[index, ...] for stack in stacks] + list(extra))
+            yield self.run([stack[index, ...] for stack in stacks] + list(extra), converted)
 
 
 def _built(mod: tvm.IRModule, llvm_target: str):

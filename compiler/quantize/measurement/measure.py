@@ -5,7 +5,8 @@
         -> sensitivity: output SQNR per layer alone  floor.py
         -> the floor's float set                     floor.py
 
-One build: the QDQ module made switchable (switch.py) runs every configuration.
+One build: the QDQ module made switchable (switch.py) runs every configuration; it is the
+build calibration ran (one_build.py) where prepare.py made one.
 """
 
 from __future__ import annotations
@@ -40,8 +41,12 @@ class Run:
         sources = _single_sources(prepared.mod)
         probes = [_probe(t, provenance, sources) for t in realized.tensors]
         self.probes = _graph_order(probes, prepared.mod)
-        module = switchable(realized.mod, realized.switches)
-        self.observer = Observer(module, [p.quantized for p in self.probes], target.host.llvm)
+        shared = prepared.shared.bind(realized) if prepared.shared is not None else None
+        if shared is not None:  # the build calibration ran (one_build.py)
+            self.observer = shared
+        else:
+            module = switchable(realized.mod, realized.switches)
+            self.observer = Observer(module, [p.quantized for p in self.probes], target.host.llvm)
         self.evaluator: Evaluator | None = None
         self.alone: dict[str, float] = {}
         self.build_seconds = time.perf_counter() - start
