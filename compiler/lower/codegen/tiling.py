@@ -140,12 +140,18 @@ class Events:
         reads=(),
         writes=(),
         tensors=(),
+        cycles: int | None = None,
     ) -> int:
+        """Append an event of `specs`; `cycles`, when the caller has them (a memo of the
+        same specs' spec_cycles sum), spares costing them again."""
         unit = UNIT_OF_OPCODE.get(specs[0].opcode, Unit.VEC)
         target = self.ctx.target
-        cycles = (
-            spec_cycles(specs[0], target) if len(specs) == 1 else sum([spec_cycles(s, target) for s in specs])
-        )
+        if cycles is None:
+            cycles = (
+                spec_cycles(specs[0], target)
+                if len(specs) == 1
+                else sum([spec_cycles(s, target) for s in specs])
+            )
         event = Event(
             unit, specs, self.ctx.key_base + key, what, cycles, list(reads), list(writes), list(tensors)
         )
