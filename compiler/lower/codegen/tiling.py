@@ -32,6 +32,10 @@ from vpuc.targets.isa.formats import Opcode, Unit
 # takes its transfers in order) while the MAC array waits for its input.
 STORE_KEY = 1.25
 
+# Whether an Events keeps what its estimate reads of the events whatever the clock (_fixed)
+# for its next estimate; off, each estimate derives it again (the same figures).
+KEEP_FIXED = True
+
 UNIT_OF_OPCODE = {
     Opcode.LOAD: Unit.DMA,
     Opcode.STORE: Unit.DMA,
@@ -188,17 +192,8 @@ class Events:
             return 0
         start = clock.now
         waits = [max((clock.ready.get(t, 0) for t in e.tensors), default=0) for e in self.events]
-        hw = self.ctx.target.hardware
-        end = pipeline(
-            [e.unit for e in self.events],
-            [e.cycles for e in self.events],
-            [e.key for e in self.events],
-            self.dependencies(),
-            clock,
-            waits,
-            [spec_transfers(e, self.ctx.target) for e in self.events],
-            hw,
-        )
+        units, cycles, keys, deps, transfers = self._fixed()
+        end = pipeline(units, cycles, keys, deps, clock, waits, transfers, self.ctx.target.hardware)
         if output is not None:
             clock.ready[output] = max(end)
         for event, ended in zip(self.events, end, strict=True):
@@ -206,6 +201,25 @@ class Events:
                 for name, _ in event.writes:
                     clock.ready[name] = ended
         return max(end) - start
+
+    def _fixed(self) -> tuple:
+        """What the estimate reads of the events whatever the clock: their units, cycles,
+        keys, dependencies and transfers; kept while the list is the same object of the same
+        length (prefetch.estimate_cycles estimates a layer's events once per trial)."""
+        kept = self.__dict__.get("_kept")
+        if kept is not None and kept[0] is self.events and kept[1] == len(self.events):
+            return kept[2]
+        events, target = self.events, self.ctx.target
+        fixed = (
+            [e.unit for e in events],
+            [e.cycles for e in events],
+            [e.key for e in events],
+            self.dependencies(),
+            [spec_transfers(e, target) for e in events],
+        )
+        if KEEP_FIXED:
+            self._kept = (events, len(events), fixed)
+        return fixed
 
     def finish(self, plan: OpPlan) -> OpPlan:
         plan.events = self.events
