@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from vpuc.compiler.lower.codegen import transfer
+from vpuc.compiler.lower.codegen import tiling, transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
@@ -116,6 +116,7 @@ def _layer(plan: OpPlan, placement: Placement, target: Target, kept: dict | None
     """The layer's events as an Events to estimate; with `kept` (choose's, by layer) the same
     one while the plan's events are the same list: the trials move loads between a few
     layers and estimate the others again unchanged (Events._fixed is then kept)."""
+    kept = kept if tiling.KEEP_FIXED else None
     found = kept.get(plan.index) if kept is not None else None
     if found is None or found[0] is not plan.events:
         found = (plan.events, Events(Context(target, placement, plan.index, 0), list(plan.events)))

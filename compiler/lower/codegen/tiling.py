@@ -33,7 +33,8 @@ from vpuc.targets.isa.formats import Opcode, Unit
 STORE_KEY = 1.25
 
 # Whether an Events keeps what its estimate reads of the events whatever the clock (_fixed)
-# for its next estimate; off, each estimate derives it again (the same figures).
+# for its next estimate, and prefetch.choose estimates a layer's unchanged events with the
+# same Events; off, each estimate derives it again (the same figures).
 KEEP_FIXED = True
 
 UNIT_OF_OPCODE = {
