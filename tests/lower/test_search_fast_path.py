@@ -103,3 +103,32 @@ def test_an_im2col_outside_the_slack_is_not_planned(monkeypatch):
     assert "patches" not in planned and "packed" in planned
     first = programs[0].layers[0]["tiling"]
     assert "output columns a pixel" in first.get("lowering", ""), first
+
+
+@pytest.mark.parametrize("kind", ["patches", "rows", "columns", "copy"])
+def test_a_gathers_kept_bands_are_the_events_it_builds(vpu, kind):
+    """A band filled again into another slot, under another key or into another tile gets
+    the events a gather without the memo builds (its transfers' addresses name the slot),
+    for each gather kind and a padded band (the zero-point fill) and an inner one."""
+    from vpuc.compiler.lower.codegen.im2col_gather import ColumnCopy, ColumnWindow, Gather, RowGather
+    from vpuc.compiler.lower.codegen.plan import Addr, View
+    from vpuc.compiler.lower.codegen.tiling import Context, Events
+
+    cls = {"patches": Gather, "rows": RowGather, "columns": ColumnWindow, "copy": ColumnCopy}[kind]
+    view = View("x", 64, (2, 9, 7, 3), 3)
+    gather = cls(view, "x", (3, 3), (1, 1), (1, 1, 1, 1), (9, 7), -5)
+    calls = [(n, rows, Addr(name, 0, slot), key) for n in (0, 1) for rows in ((0, 3), (3, 6), (0, 3))
+             for name, slot in (("L0.in", 0), ("L0.in", 1), ("L2.in", 1)) for key in (0.0, 4.0)]  # fmt: skip
+
+    def built(memo: bool) -> list:
+        ev = Events(Context(vpu, None, 0, 0))
+        with mock.patch.object(im2col_gather, "BAND_MEMO", memo):
+            fresh = cls(**{f: getattr(gather, f) for f in gather.__dataclass_fields__})
+            for n, rows, tile, key in calls:
+                fresh(ev, n, rows, tile, key)
+        return [(e.unit, [(s.cls, s.fields) for s in e.specs], e.key, e.what, e.cycles, e.reads, e.writes,
+                 e.tensors) for e in ev.events]  # fmt: skip
+
+    kept = built(True)
+    assert kept == built(False)
+    assert len({str(e[1]) for e in kept}) >= 2 * 2 * 3  # images x bands x tiles: the calls differ
