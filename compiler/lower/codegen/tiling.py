@@ -33,8 +33,9 @@ from vpuc.targets.isa.formats import Opcode, Unit
 STORE_KEY = 1.25
 
 # Whether an Events keeps what its estimate reads of the events whatever the clock (_fixed)
-# for its next estimate, and prefetch.choose estimates a layer's unchanged events with the
-# same Events; off, each estimate derives it again (the same figures).
+# for its next estimate, prefetch.choose estimates a layer's unchanged events with the same
+# Events, and a one-transfer DMA event's transfer takes the event's cycles (spec_transfers);
+# off, each estimate derives them again (the same figures).
 KEEP_FIXED = True
 
 UNIT_OF_OPCODE = {
@@ -77,8 +78,11 @@ def spec_transfers(event, target: Target) -> list[tuple[str, int]]:
     """A DMA event's transfers as (port, cycles) (targets/isa/cost.py dma_port); [] else."""
     if event.unit != Unit.DMA:
         return []
+    specs = event.specs
+    if len(specs) == 1 and KEEP_FIXED:  # its cycles are the spec's (Events.add, prefetch._spread)
+        return [(dma_port(SimpleNamespace(region=specs[0].fields.get("region", 0)), target.hardware), event.cycles)]
     out = []
-    for spec in event.specs:
+    for spec in specs:
         port = dma_port(SimpleNamespace(region=spec.fields.get("region", 0)), target.hardware)
         out.append((port, spec_cycles(spec, target)))
     return out
