@@ -34,7 +34,12 @@ MODELS = {
     "tflite_dscnn": ROOT / "tests" / "fixtures" / "tf2onnx" / "tflite_dscnn.onnx",
     "tflite_mobilenet": ROOT / "tests" / "fixtures" / "tf2onnx" / "tflite_mobilenet.onnx",
 }
-CASES = [("tflite_mobilenet", "vpu"), ("tflite_dscnn", "vpu"), ("resnet8", "u55-256"), ("tinyconv_nchw", "u55-256")]
+CASES = [
+    ("tflite_mobilenet", "vpu"),
+    ("tflite_dscnn", "vpu"),
+    ("resnet8", "u55-256"),
+    ("tinyconv_nchw", "u55-256"),
+]
 
 
 def _compiled(model: Path, target: str, fast: bool) -> tuple[list, int]:
@@ -58,7 +63,10 @@ def _compiled(model: Path, target: str, fast: bool) -> tuple[list, int]:
         mock.patch.object(tiling, "KEEP_FIXED", fast),
     ):
         programs = prepare_model(model, target, CompileOptions()).programs
-    found = [(p.program.instructions, p.blob, p.estimate, [layer["tiling"] for layer in p.layers]) for p in programs]
+    found = [
+        (p.program.instructions, p.blob, p.estimate, [layer["tiling"] for layer in p.layers])
+        for p in programs
+    ]
     return found, len(built)
 
 

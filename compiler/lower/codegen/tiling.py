@@ -80,7 +80,8 @@ def spec_transfers(event, target: Target) -> list[tuple[str, int]]:
         return []
     specs = event.specs
     if len(specs) == 1 and KEEP_FIXED:  # its cycles are the spec's (Events.add, prefetch._spread)
-        return [(dma_port(SimpleNamespace(region=specs[0].fields.get("region", 0)), target.hardware), event.cycles)]
+        port = dma_port(SimpleNamespace(region=specs[0].fields.get("region", 0)), target.hardware)
+        return [(port, event.cycles)]
     out = []
     for spec in specs:
         port = dma_port(SimpleNamespace(region=spec.fields.get("region", 0)), target.hardware)
