@@ -32,16 +32,19 @@ from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets import Target
 
 # module constants of compiler/lower/codegen/ that are facts, not choices: ISA field limits,
-# unit names, the planner's placeholder op parts, and the memos themselves
+# unit names, the planner's placeholder op parts, the memos themselves, and the search's
+# fast-path switches (the same programs on or off: tests/lower/test_search_fast_path.py)
 FIXED = {
     "estimate": ("QUEUES",),
     "switches": ("SWITCHES",),
     "oracle": ("UNIT", "LUT_KINDS", "_ANSWERS", "_FINGERPRINTS"),
     "plan": ("BLOB_PREFIX",),
     "sync": ("QUEUED",),
-    "tile_mac": ("VECTOR_PART", "_CHOSEN"),
+    "im2col_gather": ("BAND_MEMO",),
+    "tile_im2col": ("PRUNE",),
+    "tile_mac": ("VECTOR_PART", "_CHOSEN", "_BOUNDED"),
     "tile_vector": ("MAX_WINDOW",),
-    "tiling": ("UNIT_OF_OPCODE", "_CYCLES", "_CYCLES_MAX", "_DEFAULTS"),
+    "tiling": ("UNIT_OF_OPCODE", "_CYCLES", "_CYCLES_MAX", "_DEFAULTS", "KEEP_FIXED"),
     "transfer": ("MAX_ROWS", "MAX_ROW_BYTES"),
 }
 

@@ -9,9 +9,13 @@ from dataclasses import dataclass
 
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.plan import Addr, Spec, View
-from vpuc.compiler.lower.codegen.tiling import Events
+from vpuc.compiler.lower.codegen.tiling import Events, spec_cycles
 from vpuc.compiler.lower.codegen.transfer import _dma
 from vpuc.targets.isa.formats import Clip, Opcode
+
+# Whether a gather keeps the events of each band it built (Gather._band) for the next
+# candidate of the search; off, every build makes and costs them again (the same events).
+BAND_MEMO = True
 
 
 @dataclass(frozen=True)
@@ -58,16 +62,38 @@ class Gather:
         """Tile bytes of `rows` rows."""
         return rows * self.tile_shape[0] * self.tile_shape[1]
 
+    # what moves the band: DMA loads ("load"), or the vector unit's copies (ColumnCopy)
+    moves = "load"
+
     def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
-        specs = self.specs(n, rows, tile)
+        """The band's events: the zero-point fill where it has padding, then its moves (none
+        when every window of the band lies in the padding, all of it the fill)."""
+        fill, moves = self._band(ev.ctx.target, n, rows, tile)
         writes = [(tile.base, tile.slot)]
-        if self.padded(rows):
-            count = self.band_bytes(rows[1] - rows[0])
-            zp = self.zero_point
-            fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
-            ev.add("vector", [fill], key - 0.25, writes=writes)
-        if specs:  # (none: every window of the band lies in the padding, all of it the fill)
-            ev.add("load", specs, key, writes=writes, tensors=[self.source])
+        if fill is not None:
+            ev.add("vector", [fill[0]], key - 0.25, writes=writes, cycles=fill[1])
+        if moves[0]:
+            ev.add(self.moves, list(moves[0]), key, writes=writes, tensors=[self.source], cycles=moves[1])
+
+    def _band(self, target, n: int, rows: tuple[int, int], tile: Addr):
+        """((fill spec, its cycles) or None, (the moves' specs, their cycles)) of a band,
+        kept per (image, rows, tile slot) while the target's hardware is the same (BAND_MEMO):
+        a search builds each band for every candidate of its height (spec_cycles' sums, the
+        same as Events.add's)."""
+        memo = self.__dict__.get("_bands")
+        if memo is None or memo[0] is not target.hardware or not BAND_MEMO:
+            memo = (target.hardware, {})
+            object.__setattr__(self, "_bands", memo)  # (frozen: fields unchanged, no field)
+        found = memo[1].get((n, rows, tile))
+        if found is None:
+            fill = None
+            if self.padded(rows):
+                count, zp = self.band_bytes(rows[1] - rows[0]), self.zero_point
+                spec = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
+                fill = (spec, spec_cycles(spec, target))
+            specs = tuple(self.specs(n, rows, tile))
+            found = memo[1][(n, rows, tile)] = (fill, (specs, sum([spec_cycles(s, target) for s in specs])))
+        return found
 
     def padded(self, rows: tuple[int, int]) -> bool:
         """Whether some window of output rows `rows` reads padding."""
@@ -257,14 +283,7 @@ class ColumnCopy(ColumnWindow):
     vector unit copies the band's rows into the padded tile, one clip of the full range a
     row (W*C contiguous bytes: channels-last, pixels adjacent)."""
 
-    def __call__(self, ev: Events, n: int, rows: tuple[int, int], tile: Addr, key: float) -> None:
-        writes = [(tile.base, tile.slot)]
-        if self.padded(rows):
-            zp = self.zero_point
-            count = self.band_bytes(rows[1] - rows[0])
-            fill = Spec(Clip, dict(src=tile, dst=tile, count=count, clamp_min=zp, clamp_max=zp))
-            ev.add("vector", [fill], key - 0.25, writes=writes)
-        ev.add("vector", self.specs(n, rows, tile), key, writes=writes, tensors=[self.source])
+    moves = "vector"
 
     def specs(self, n: int, rows: tuple[int, int], tile: Addr) -> list[Spec]:
         view, pitch = self.view, self.in_place[1]

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from vpuc.compiler.lower.codegen import transfer
+from vpuc.compiler.lower.codegen import tiling, transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
@@ -87,6 +87,7 @@ def estimate_cycles(
     clock: Clock | None = None,
     snapshots: list[Clock] | None = None,
     no_sooner_than: tuple[list[Clock], dict[int, frozenset[str]]] | None = None,
+    kept: dict | None = None,
 ) -> tuple[int | None, list]:
     """The subgraph's estimated cycles and each layer's (start, end) on one clock: from layer
     `start` on `clock` (the clock as it was before that layer), keeping in `snapshots` a copy
@@ -94,7 +95,7 @@ def estimate_cycles(
     each layer, and for some layers t the tensors layers t.. wait on): None as soon as the
     clock before such a layer is nowhere sooner than that schedule's (_no_sooner), from where
     the layers left end no sooner than they did there: every step of the estimate is a max
-    or a sum of what the clock holds."""
+    or a sum of what the clock holds. `kept`: choose's layers' events already prepared (_layer)."""
     clock = clock or Clock()
     spans = []
     for index, plan in enumerate(plans[start:], start):
@@ -104,11 +105,24 @@ def estimate_cycles(
         if snapshots is not None:
             snapshots.append(clock.copy())
         before = clock.now
-        Events(Context(target, placement, plan.index, 0), list(plan.events)).estimate(clock, plan.op.output)
+        _layer(plan, placement, target, kept).estimate(clock, plan.op.output)
         spans.append((before, clock.now))
         if not plan.events:  # a view: ready when its source is
             clock.ready[plan.op.output] = max((clock.ready.get(t, 0) for t in plan.op.inputs), default=0)
     return clock.now, spans
+
+
+def _layer(plan: OpPlan, placement: Placement, target: Target, kept: dict | None) -> Events:
+    """The layer's events as an Events to estimate; with `kept` (choose's, by layer) the same
+    one while the plan's events are the same list: the trials move loads between a few
+    layers and estimate the others again unchanged (Events._fixed is then kept)."""
+    kept = kept if tiling.KEEP_FIXED else None
+    found = kept.get(plan.index) if kept is not None else None
+    if found is None or found[0] is not plan.events:
+        found = (plan.events, Events(Context(target, placement, plan.index, 0), list(plan.events)))
+        if kept is not None:
+            kept[plan.index] = found
+    return found[1]
 
 
 def _no_sooner(clock: Clock, other: Clock, waited: frozenset[str]) -> bool:
@@ -158,7 +172,8 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
     longer beat the kept schedule, _no_sooner); moves the loads and sets the buffers'
     lifetimes to match."""
     snapshots: list[Clock] = []
-    best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots)
+    layers: dict = {}  # each layer's events as estimated, while unchanged (_layer)
+    best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots, kept=layers)
     for plan in plans:
         early = [b for b in plan.buffers if b.first < plan.index]
         if not early:
@@ -175,7 +190,7 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
                 for depth in depths:
                     _hoist(plans, plan, host, early, late, depth, pieces, target)
                     cycles, _ = estimate_cycles(
-                        plans, placement, target, host, snapshots[host].copy(), None, kept
+                        plans, placement, target, host, snapshots[host].copy(), None, kept, layers
                     )
                     if cycles is not None and cycles < best:
                         best, chosen = cycles, (host, late, depth, pieces)
@@ -185,13 +200,15 @@ def choose(plans: list[OpPlan], placement: Placement, target: Target) -> None:
             host = chosen[0]
             _hoist(plans, plan, host, early, *chosen[1:], target)
             later: list[Clock] = []
-            estimate_cycles(plans, placement, target, host, snapshots[host].copy(), later)
+            estimate_cycles(plans, placement, target, host, snapshots[host].copy(), later, kept=layers)
             snapshots[host:] = later
         else:
             _after_the_layer_before_last(plans, plan, {b.name for b in early})
             later = []
             start = plan.index
-            best, _ = estimate_cycles(plans, placement, target, start, snapshots[start].copy(), later)
+            best, _ = estimate_cycles(
+                plans, placement, target, start, snapshots[start].copy(), later, kept=layers
+            )
             snapshots[start:] = later
         for b in early:  # not moved: live from the layer before (its load waits on nothing there)
             b.first = max(b.first, plan.index - 1) if chosen is None else chosen[0]

@@ -61,6 +61,9 @@ from vpuc.compiler.lower.errors import LowerError
 # "packed" (a column window of several output columns a pixel): that im2col whenever it
 # applies (tests of its arithmetic on every target and layout); "conv": never.
 CHOOSE = "estimate"
+# Whether plan_conv skips the im2cols whose busy-time bound is outside the slack of a
+# lowering it estimated (_unpruned); off, it plans every one (the same choice, slower).
+PRUNE = True
 
 
 def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
@@ -72,13 +75,45 @@ def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
     gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx), *columns_of(op, ctx)) if g is not None]
     if CHOOSE != "estimate":
         gathers = [g for g in gathers if (g.kind == CHOOSE)]
-    candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
-    if CHOOSE != "estimate" and candidates:
-        return candidates[0]
+        candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
+        if candidates:
+            return candidates[0]
+    elif PRUNE and gathers:
+        candidates = _unpruned(op, ctx, direct, gathers)
+    else:
+        candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
     if direct is None and not candidates:
         return tile_mac.plan_mac(op, ctx)  # raises the conv's own reason
     candidates = ([direct] if direct is not None else []) + candidates
     return _fastest_for_its_traffic(candidates, ctx)
+
+
+def _unpruned(op, ctx: Context, direct: OpPlan | None, gathers: list[Gather]) -> list[OpPlan]:
+    """The plans of the im2cols that may be within tile_mac.TRAFFIC_SLACK of the fastest
+    lowering, in `gathers`' order: planned in the order of their least busy-time bound
+    (tile_mac.gathered_bound), the least first, each skipped when its bound is outside the
+    slack of the fastest estimated so far (the conv's own, then the im2cols planned): its
+    plan would estimate at least its bound, so _fastest_for_its_traffic would not take it,
+    nor would it be the fastest. So the choice is the one planning every im2col gives."""
+    bounds = []
+    for i, gather in enumerate(gathers):
+        try:
+            bound = tile_mac.gathered_bound(*_lowered(op, ctx, gather), gather)
+        except LowerError:
+            bound = 0  # (planned as it was: _planned gives None where it raises)
+        if bound is not None:
+            bounds.append((bound, i, gather))
+    fastest = _cycles(direct, ctx) if direct is not None else None
+    planned = {}
+    for bound, i, gather in sorted(bounds, key=lambda b: b[:2]):
+        if fastest is not None and bound > fastest * (1 + tile_mac.TRAFFIC_SLACK):
+            break  # and all after it
+        plan = _planned(op, ctx, gather)
+        if plan is not None:
+            planned[i] = plan
+            cycles = _cycles(plan, ctx)
+            fastest = cycles if fastest is None else min(fastest, cycles)
+    return [planned[i] for i in sorted(planned)]
 
 
 def _fastest_for_its_traffic(candidates: list[OpPlan], ctx: Context) -> OpPlan:

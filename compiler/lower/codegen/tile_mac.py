@@ -124,13 +124,10 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
     every candidate within the slack of the fastest, whatever the order, so the choice is
     the one estimating every candidate gives; the ranking's ties go to the earliest in
     _choices' order, as they did."""
-    pieces = None
+    kept = _BOUNDED.pop((*_search_key(op, ctx, shape, x_dram, y_dram), gather), None) if _BOUNDED else None
     for group in search_groups(shape, ctx, gather is not None):
-        bounded, memo = [], {}
-        for index, choice in fitting(shape, ctx, group, x_dram, y_dram, gather):
-            if pieces is None:  # (raising where the first build would)
-                pieces = layer_pieces(op, shape, ctx)
-            bounded.append((busy_bound(op, ctx, shape, choice, pieces, gather, memo), index, choice))
+        bounded = kept if kept is not None else _bounds(op, ctx, shape, group, x_dram, y_dram, gather)
+        kept = None
         scored: list[tuple[int, int, int, Choice]] = []
         fastest = None
         for bound, index, choice in sorted(bounded, key=lambda f: f[:2]):
@@ -143,6 +140,40 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
         if scored:
             return _least_traffic([(cycles, moved, choice) for _, cycles, moved, choice in sorted(scored)])
     raise LowerError(f"layer '{op.name}': no tiling fits the {ctx.budget} bytes of SRAM left for it")
+
+
+def _bounds(op, ctx: Context, shape: MacShape, group, x_dram: bool, y_dram: bool, gather) -> list:
+    """(busy_bound, index, choice) of every choice of `group` that fits."""
+    bounded, memo, pieces = [], {}, None
+    for index, choice in fitting(shape, ctx, group, x_dram, y_dram, gather):
+        if pieces is None:  # (raising where the first build would)
+            pieces = layer_pieces(op, shape, ctx)
+        bounded.append((busy_bound(op, ctx, shape, choice, pieces, gather, memo), index, choice))
+    return bounded
+
+
+def gathered_bound(op, ctx: Context, shape: MacShape, gather) -> int | None:
+    """A lower bound of the cycles plan_mac(op, ctx, shape, gather)'s plan estimates, None
+    when no tiling fits (plan_mac raises): the least busy_bound of its search's candidates
+    (a gathered conv's search walks one group), kept for that search in _BOUNDED so that it
+    does not bound them again; 0 when the search's answer is memoised (planning it is one
+    build). tile_im2col.plan_conv skips an im2col whose bound is outside the slack of a
+    lowering it has estimated."""
+    x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    key = (*_search_key(op, ctx, shape, x_dram, y_dram), gather)
+    if key in _CHOSEN:
+        return 0
+    (group,) = search_groups(shape, ctx, True)
+    bounded = _bounds(op, ctx, shape, group, x_dram, y_dram, gather)
+    if len(_BOUNDED) >= 64:
+        _BOUNDED.clear()
+    _BOUNDED[key] = bounded
+    return min(bounded, key=lambda f: f[:2])[0] if bounded else None
+
+
+# gathered_bound's candidate bounds, by search key, until the search they were made for
+# takes them (or plan_conv skips that im2col: then they go when the dict fills)
+_BOUNDED: dict[tuple, list] = {}
 
 
 def _busy_bound(events: Events) -> int:

@@ -32,6 +32,12 @@ from vpuc.targets.isa.formats import Opcode, Unit
 # takes its transfers in order) while the MAC array waits for its input.
 STORE_KEY = 1.25
 
+# Whether an Events keeps what its estimate reads of the events whatever the clock (_fixed)
+# for its next estimate, prefetch.choose estimates a layer's unchanged events with the same
+# Events, and a one-transfer DMA event's transfer takes the event's cycles (spec_transfers);
+# off, each estimate derives them again (the same figures).
+KEEP_FIXED = True
+
 UNIT_OF_OPCODE = {
     Opcode.LOAD: Unit.DMA,
     Opcode.STORE: Unit.DMA,
@@ -72,8 +78,12 @@ def spec_transfers(event, target: Target) -> list[tuple[str, int]]:
     """A DMA event's transfers as (port, cycles) (targets/isa/cost.py dma_port); [] else."""
     if event.unit != Unit.DMA:
         return []
+    specs = event.specs
+    if len(specs) == 1 and KEEP_FIXED:  # its cycles are the spec's (Events.add, prefetch._spread)
+        port = dma_port(SimpleNamespace(region=specs[0].fields.get("region", 0)), target.hardware)
+        return [(port, event.cycles)]
     out = []
-    for spec in event.specs:
+    for spec in specs:
         port = dma_port(SimpleNamespace(region=spec.fields.get("region", 0)), target.hardware)
         out.append((port, spec_cycles(spec, target)))
     return out
@@ -140,12 +150,18 @@ class Events:
         reads=(),
         writes=(),
         tensors=(),
+        cycles: int | None = None,
     ) -> int:
+        """Append an event of `specs`; `cycles`, when the caller has them (a memo of the
+        same specs' spec_cycles sum), spares costing them again."""
         unit = UNIT_OF_OPCODE.get(specs[0].opcode, Unit.VEC)
         target = self.ctx.target
-        cycles = (
-            spec_cycles(specs[0], target) if len(specs) == 1 else sum([spec_cycles(s, target) for s in specs])
-        )
+        if cycles is None:
+            cycles = (
+                spec_cycles(specs[0], target)
+                if len(specs) == 1
+                else sum([spec_cycles(s, target) for s in specs])
+            )
         event = Event(
             unit, specs, self.ctx.key_base + key, what, cycles, list(reads), list(writes), list(tensors)
         )
@@ -182,17 +198,8 @@ class Events:
             return 0
         start = clock.now
         waits = [max((clock.ready.get(t, 0) for t in e.tensors), default=0) for e in self.events]
-        hw = self.ctx.target.hardware
-        end = pipeline(
-            [e.unit for e in self.events],
-            [e.cycles for e in self.events],
-            [e.key for e in self.events],
-            self.dependencies(),
-            clock,
-            waits,
-            [spec_transfers(e, self.ctx.target) for e in self.events],
-            hw,
-        )
+        units, cycles, keys, deps, transfers = self._fixed()
+        end = pipeline(units, cycles, keys, deps, clock, waits, transfers, self.ctx.target.hardware)
         if output is not None:
             clock.ready[output] = max(end)
         for event, ended in zip(self.events, end, strict=True):
@@ -200,6 +207,25 @@ class Events:
                 for name, _ in event.writes:
                     clock.ready[name] = ended
         return max(end) - start
+
+    def _fixed(self) -> tuple:
+        """What the estimate reads of the events whatever the clock: their units, cycles,
+        keys, dependencies and transfers; kept while the list is the same object of the same
+        length (prefetch.estimate_cycles estimates a layer's events once per trial)."""
+        kept = self.__dict__.get("_kept")
+        if kept is not None and kept[0] is self.events and kept[1] == len(self.events):
+            return kept[2]
+        events, target = self.events, self.ctx.target
+        fixed = (
+            [e.unit for e in events],
+            [e.cycles for e in events],
+            [e.key for e in events],
+            self.dependencies(),
+            [spec_transfers(e, target) for e in events],
+        )
+        if KEEP_FIXED:
+            self._kept = (events, len(events), fixed)
+        return fixed
 
     def finish(self, plan: OpPlan) -> OpPlan:
         plan.events = self.events
