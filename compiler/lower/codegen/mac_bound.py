@@ -25,7 +25,9 @@ from vpuc.compiler.lower.codegen.mac_shape import (
     _choices,
     chunks,
     fitting,
+    lane_pack,
     layer_pieces,
+    packed_requant,
     piece_geometry,
     rows_view,
 )
@@ -113,8 +115,7 @@ def _work(op, ctx: Context, shape, choice, pieces: list[Piece], memo: dict) -> t
                             mac_bands.add((r0, r1))
             key = ("requant", (r1 - r0) * shape.ow, width)
             if key not in memo:
-                fields = dict(src=Addr("acc"), params=Addr("w"), dst=Addr("out"), pixels=key[1])
-                memo[key] = spec_cycles(Spec(Requant, {**fields, "channels": width}), ctx.target)
+                memo[key] = _requant_cycles(ctx, shape, key[1], width)
             busy[Unit.VEC] += count * shape.n * memo[key]
     return busy[Unit.MAC], busy[Unit.VEC], frozenset(mac_bands)
 
@@ -137,7 +138,7 @@ def mac_ends(
         blocks = [(c, s, k == len(c.steps) - 1) for c in parts for k, s in enumerate(c.steps)]
     else:
         blocks = [(chunk, chunk.steps[0], len(chunk.steps) == 1)]
-    w_bytes = sum(_block_bytes(shape, c, s, last, mode)[1] for c, s, last in blocks)
+    w_bytes = sum(_block_bytes(shape, c, s, last, mode, ctx.hw.vector_lanes)[1] for c, s, last in blocks)
     if ("weights", w_bytes) not in memo:
         load = transfer.contiguous(Opcode.LOAD, Addr(f"blob{ctx.index}.weights"), Addr("w"), w_bytes)
         memo[("weights", w_bytes)] = _longest(ctx, [load])
@@ -166,6 +167,14 @@ def mac_ends(
             memo[key] = _longest(ctx, band)
         tail += memo[key] - overlap
     return head, tail
+
+
+def _requant_cycles(ctx: Context, shape, pixels: int, width: int) -> int:
+    """One tile's requantisation, its pixels packed into the lanes as build_mac packs them
+    when they are adjacent (mac_shape.lane_pack; when not, it costs more: still a bound)."""
+    pixels, channels = packed_requant(pixels, width, lane_pack(shape, width, ctx.hw.vector_lanes))
+    fields = dict(src=Addr("acc"), params=Addr("w"), dst=Addr("out"), pixels=pixels, channels=channels)
+    return spec_cycles(Spec(Requant, fields), ctx.target)
 
 
 def _longest(ctx: Context, specs) -> int:

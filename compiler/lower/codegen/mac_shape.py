@@ -169,13 +169,31 @@ def _chunks(shape: MacShape, chunk: int, cin: int, lead: int = 0) -> tuple[Chunk
 
 
 def _block_bytes(
-    shape: MacShape, chunk: Chunk, step: tuple[int, int], last: bool, mode: str
+    shape: MacShape, chunk: Chunk, step: tuple[int, int], last: bool, mode: str, lanes: int
 ) -> tuple[int, int]:
-    """(weights bytes padded to 4, whole block bytes) of one weight block."""
+    """(weights bytes padded to 4, whole block bytes) of one weight block: the last step's
+    holds the biases and the requantisation parameters, repeated lane_pack times."""
     o = chunk.out[1] - chunk.out[0]
     cin = (step[1] - step[0]) if shape.groups == 1 else shape.cin_g
     w_bytes = -(-(o * shape.kernel[0] * shape.kernel[1] * cin) // 4) * 4
-    return w_bytes, w_bytes + (4 * o + requant_param_bytes(mode, o) if last else 0)
+    params = requant_param_bytes(mode, o * lane_pack(shape, o, lanes))
+    return w_bytes, w_bytes + (4 * o + params if last else 0)
+
+
+def lane_pack(shape: MacShape, width: int, lanes: int) -> int:
+    """Pixels a requantisation vector holds (P): a tile of all the layer's C output channels,
+    C at most half the lanes, is requantised as pixels / P pixels of P*C channels (P the most
+    up to lanes // C dividing the output's width, so every band), its parameters P times
+    over: element p*C + c is channel c of pixel p either way (docs/partition.md)."""
+    if width != shape.cout or 2 * width > lanes:
+        return 1
+    return next(p for p in range(lanes // width, 0, -1) if shape.ow % p == 0)
+
+
+def packed_requant(pixels: int, channels: int, pack: int) -> tuple[int, int]:
+    """(pixels, channels) of a tile's requantisation, `pack` (lane_pack) pixels a vector."""
+    assert pixels % pack == 0, (pixels, pack)
+    return pixels // pack, channels * pack
 
 
 def _in_rows(shape: MacShape, band: int) -> int:
@@ -185,10 +203,10 @@ def _in_rows(shape: MacShape, band: int) -> int:
 def _buffers(
     shape: MacShape, choice: Choice, ctx: Context, x_dram: bool, y_dram: bool, tiles: int, gather=None
 ) -> dict:
-    mode = ctx.target.numerics.requant
+    mode, lanes = ctx.target.numerics.requant, ctx.hw.vector_lanes
     parts = chunks(shape, choice)
     blocks = [
-        _block_bytes(shape, c, s, k == len(c.steps) - 1, mode)[1]
+        _block_bytes(shape, c, s, k == len(c.steps) - 1, mode, lanes)[1]
         for c in parts
         for k, s in enumerate(c.steps)
     ]
@@ -340,10 +358,13 @@ def vector_splits(shape: MacShape, hw) -> tuple[tuple[int, int], ...]:
     return VECTOR_SPLITS if depthwise and hw.vector_mac_per_cycle > 0 else VECTOR_SPLITS[:1]
 
 
-def _pack(op, shape: MacShape, parts: tuple[Chunk, ...], mode: str, name: str, subkernels: list[Piece]):
+def _pack(
+    op, shape: MacShape, parts: tuple[Chunk, ...], mode: str, name: str, subkernels: list[Piece], lanes: int
+):
     """{(chunk, step): (offset, weight bytes, block bytes, bias offset, params offset, piece
     offsets)}, the last three from the block's start, and the blob: every block contiguous,
-    in (chunk, step) order, its sub-kernels' weights one after the other."""
+    in (chunk, step) order, its sub-kernels' weights one after the other, the last step's
+    requantisation parameters repeated lane_pack times."""
     weights = weights_ohwi(op)
     blocks, pieces, offset = {}, [], 0
     for j, chunk in enumerate(parts):
@@ -358,13 +379,14 @@ def _pack(op, shape: MacShape, parts: tuple[Chunk, ...], mode: str, name: str, s
                     rows = rows[:, :, piece.cols[0] : piece.cols[1]]
                 piece_at.append(len(data))
                 data += np.ascontiguousarray(rows, dtype=np.int8).tobytes()
-            w_bytes, total = _block_bytes(shape, chunk, (c0, c1), last, mode)
+            w_bytes, total = _block_bytes(shape, chunk, (c0, c1), last, mode, lanes)
             data += bytes(w_bytes - len(data))
             bias_at = params_at = w_bytes
             if last:
                 data += np.ascontiguousarray(op.bias[o0:o1], dtype=np.int32).tobytes()
                 params_at = len(data)
-                data += pack_requant_params(mode, op.requant.multipliers[o0:o1])
+                multipliers = np.broadcast_to(op.requant.multipliers, (shape.cout,))[o0:o1]
+                data += pack_requant_params(mode, np.tile(multipliers, lane_pack(shape, o1 - o0, lanes)))
             assert len(data) == total
             blocks[(j, k)] = (offset, w_bytes, total, bias_at, params_at, piece_at)
             pieces.append(data)

@@ -38,7 +38,9 @@ from vpuc.compiler.lower.codegen.mac_shape import (
     _pack,
     chunks,
     fitting,
+    lane_pack,
     layer_pieces,
+    packed_requant,
     piece_geometry,
     rows_view,
     search_groups,
@@ -232,7 +234,7 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
     bufs = _buffers(shape, choice, ctx, x_dram, y_dram, len(tile_list), gather)
     blob_name = f"blob{ctx.index}.weights"
     pieces = layer_pieces(op, shape, ctx)
-    blocks, blob = _pack(op, shape, parts, mode, blob_name, pieces)
+    blocks, blob = _pack(op, shape, parts, mode, blob_name, pieces, ctx.hw.vector_lanes)
     plan = OpPlan(op, ctx.index, list(bufs.values()), choice=_describe(choice, shape, parts), blob=blob)
     plan.macs = shape.n * shape.oh * shape.ow * shape.cout * shape.kernel[0] * shape.kernel[1] * shape.cin_g
     ev = Events(ctx)
@@ -329,21 +331,25 @@ def build_mac(op: vops.Conv | vops.Dense, ctx: Context, shape: MacShape, choice:
             shape,
             step - 1,
             (w_buf.name, 0 if choice.whole else w_slot),
+            ctx.hw,
         )
     count_dram(plan, ev, ctx.hw)
     return plan, ev
 
 
-def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape, step, w_key) -> None:
+def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape, step, w_key, hw) -> None:
     (r0, r1), (o0, o1) = rows, out
     channels = o1 - o0
     acc = bufs["acc"].name
     reads = [(acc, acc_slot), (acc + VECTOR_PART, acc_slot), w_key]
     requant = op.requant
+    pixels = (r1 - r0) * shape.ow
+    if y_dram or y_view.pixel_stride == channels:  # its pixels adjacent: a vector may hold several
+        pixels, channels = packed_requant(pixels, channels, lane_pack(shape, channels, hw.vector_lanes))
     fields = dict(
         src=Addr(bufs["acc"].name, 0, acc_slot),
         params=params,
-        pixels=(r1 - r0) * shape.ow,
+        pixels=pixels,
         channels=channels,
         dst_zp=requant.zero_point,
         clamp_min=requant.clamp[0],
@@ -361,7 +367,7 @@ def _requant(ev, op, bufs, acc_slot, params, y_view, y_dram, n, rows, out, shape
         ev.add("store", specs, step + STORE_KEY, reads=[(bufs["out"].name, out_slot)])
     else:
         fields["dst"] = Addr(y_view.storage, y_view.pixel_offset(n, r0) + o0)
-        if y_view.pixel_stride != channels:
+        if y_view.pixel_stride != o1 - o0:
             fields["dst_stride"] = y_view.pixel_stride
         ev.add("vector", [Spec(Requant, fields)], step + 0.5, reads=reads)
 
