@@ -115,6 +115,10 @@ _cores_set: int | None = None  # the TVM_NUM_THREADS use_available_cores set, no
 # How often PoolThreads looks at the machine again: /proc/stat counts in 10 ms ticks, so a
 # quarter second gives 50 ticks on 2 cores (an error of a tick or two per reading).
 CHECK_INTERVAL_S = 0.25
+# More threads only after the cores were free this long (fewer at once): a load that comes
+# and goes made a pool grown on one quiet look wait for cores taken again (resnet_mini at
+# 1.43x onnxruntime's two threads in a run at load 1-2, 1.12x serial).
+GROW_AFTER_S = 1.0
 PROC_STAT = Path("/proc/stat")
 _AFFINITY_MODE_BIG = 1  # TVM's ThreadGroup::kBig, what its pool starts with
 
@@ -130,12 +134,14 @@ class PoolThreads:
     the busy time other processes had (/proc/stat, less this process's own CPU time) over
     the last CHECK_INTERVAL_S."""
 
-    def __init__(self, cores: int, stat_path: Path = PROC_STAT):
+    def __init__(self, cores: int, stat_path: Path = PROC_STAT, resize=None):
         self.cores = cores
         self.threads = cores  # what TVM's pool starts with (TVM_NUM_THREADS)
         self._stat_path = stat_path
+        self._resize = resize or _resize_pool
         self._cpus = _affinity()
         self._last = self._sample()
+        self._grow_since: float | None = None  # since when more threads were wanted
 
     def _sample(self) -> tuple[float, float, int, int] | None:
         busy_total = _busy_ticks(self._stat_path, self._cpus)
@@ -161,19 +167,30 @@ class PoolThreads:
         return max(1, min(self.cores, int(self.cores - others_busy + 0.5)))
 
     def before_call(self) -> None:
-        """Resize the calling thread's pool when the machine changed (at most every
-        CHECK_INTERVAL_S; a resize only when the count changes)."""
+        """Resize the calling thread's pool when the machine changed (looked at every
+        CHECK_INTERVAL_S at most): fewer threads at once, more once the cores have been
+        free for GROW_AFTER_S."""
         if self.cores < 2:
             return
         others = self.others_busy_cores()
         if others is None:
             return
         threads = self.choose(others)
+        if threads > self.threads:
+            now = time.monotonic()
+            self._grow_since = self._grow_since or now
+            if now - self._grow_since < GROW_AFTER_S:
+                return
+        self._grow_since = None
         if threads != self.threads:
-            import tvm_ffi
-
-            tvm_ffi.get_global_func("runtime.config_threadpool")(_AFFINITY_MODE_BIG, threads)
+            self._resize(threads)
             self.threads = threads
+
+
+def _resize_pool(threads: int) -> None:
+    import tvm_ffi
+
+    tvm_ffi.get_global_func("runtime.config_threadpool")(_AFFINITY_MODE_BIG, threads)
 
 
 def _affinity() -> list[int]:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import onnxruntime as ort
@@ -20,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from vpuc.compiler import compile_model
 from vpuc.compiler.host import build, defaults
 from vpuc.targets import host_cores, load_target
-from vpuc.targets.host_cores import CHECK_INTERVAL_S, PoolThreads
+from vpuc.targets.host_cores import CHECK_INTERVAL_S, GROW_AFTER_S, PoolThreads
 
 
 def _conv_model(channels: int, size: int):
@@ -143,3 +144,38 @@ def test_the_pool_is_resized_only_when_vpuc_chose_its_size(monkeypatch):
     assert cores == host_cores.available_cores() and os.environ["TVM_NUM_THREADS"] == str(cores)
     assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "1000"
     assert host_cores.use_available_cores() == cores
+
+
+def test_the_pool_shrinks_at_once_and_grows_after_the_cores_stayed_free(tmp_path, monkeypatch):
+    """One busy look: one thread. Free looks: two threads only once the cores have been
+    free GROW_AFTER_S (a busy look in between starts the wait again). A clock of our own:
+    each look CHECK_INTERVAL_S after the last, this process using no CPU."""
+    clock = [1000.0]
+    monkeypatch.setattr(
+        host_cores, "time", SimpleNamespace(monotonic=lambda: clock[0], process_time=lambda: 0.0)
+    )
+    monkeypatch.setattr(host_cores, "_affinity", lambda: [0, 1])
+    stat = tmp_path / "stat"
+    ticks = {0: (100, 900), 1: (100, 900)}
+    _stat(stat, ticks)
+    resized = []
+    pool = PoolThreads(2, stat_path=stat, resize=resized.append)
+
+    def look(busy_cpu0: int) -> None:  # an interval of 50 ticks a CPU, cpu0 busy this many
+        clock[0] += CHECK_INTERVAL_S
+        busy, idle = ticks[0]
+        ticks[0] = (busy + busy_cpu0, idle + 50 - busy_cpu0)
+        ticks[1] = (ticks[1][0], ticks[1][1] + 50)
+        _stat(stat, ticks)
+        pool.before_call()
+
+    look(50)
+    assert resized == [1] and pool.threads == 1
+    look(0)
+    look(50)  # busy again: the wait starts over
+    looks = round(GROW_AFTER_S / CHECK_INTERVAL_S)  # 4: the first free look, 3 more
+    for _ in range(looks):
+        look(0)
+    assert resized == [1]  # free for GROW_AFTER_S - CHECK_INTERVAL_S since the first free look
+    look(0)
+    assert resized == [1, 2] and pool.threads == 2
