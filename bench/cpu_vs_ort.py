@@ -10,11 +10,11 @@ stored inputs). For each:
 
 and onnxruntime (CPU provider, full graph optimisation) on the same inputs, twice: with
 the host target's num-cores as intra_op_num_threads (TVM_NUM_THREADS is the same), and with
-one thread. vpuc runs a kernel's loop in parallel where each thread's share is worth the
-pool's launch (compiler/host/defaults.py, runs_in_parallel: on the zoo, resnet_mini's six
-largest convs), on as many threads as other processes leave cores free (targets/
-host_cores.py, PoolThreads: one when the machine is busy). The num-cores session is what a
-user of onnxruntime's defaults gets, the one-thread session the comparison with one core.
+one thread. vpuc runs a kernel's loop in parallel only from PARALLEL_MIN_MACS (compiler/
+host/defaults.py), which no zoo kernel reaches, and then on as many threads as other
+processes leave cores free (targets/host_cores.py, PoolThreads): on the zoo it computes on
+one core, so the one-thread session is the like-for-like comparison and the num-cores one
+is what a user of onnxruntime's defaults gets.
 Latency is the median of REPEATS calls (>= 20) after WARMUP calls, of `Executable.run`
 (what `vpuc run` calls; without the per-op timing callbacks behind `vpuc run`'s host-op
 table, `time_host_ops=False`) and of `InferenceSession.run`, all timed in alternation

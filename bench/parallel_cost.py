@@ -1,6 +1,5 @@
-"""What a parallel loop costs and buys on this machine: the figures behind
-PARALLEL_MIN_MACS_PER_THREAD (compiler/host/defaults.py: the launch, and the serial conv's
-MACs per us).
+"""What a parallel loop costs and buys on this machine: the figures behind PARALLEL_MIN_MACS
+(compiler/host/defaults.py).
 
     launch   a kernel of 2 x N float multiplies whose outer loop of 2 is parallel, against
              the same loop serial (N = 8: the thread pool's launch and barrier alone)

@@ -128,7 +128,7 @@ class PoolThreads:
     all `cores` when the machine is otherwise idle, one (the calling thread alone) when
     other processes hold the others. TVM splits a parallel loop statically, one share per
     thread, and its caller waits for every share: a worker that gets no core makes the
-    kernel wait a scheduler slice (resnet_mini's parallel convs: 1.5-1.9x its serial time
+    kernel wait a scheduler slice (resnet_mini built with parallel convs: 1.5-1.9x its serial time
     at load 6 on 2 cores), where onnxruntime's caller runs the shares no worker started.
     The same idea as libgomp's OMP_DYNAMIC, which sizes teams by the load average; here
     the busy time other processes had (/proc/stat, less this process's own CPU time) over

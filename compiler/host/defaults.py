@@ -23,8 +23,8 @@ docs/tuning.md). So each top-level block of a kernel gets one fixed, legal sched
     a strided conv's padded input (the kernel's own buffer) is written de-interleaved,
         [.., w % s, w // s], so the conv's vector loads along w are contiguous
 
-Loops run in parallel only where each thread's share amortises a thread-pool launch (see
-PARALLEL_MIN_MACS_PER_THREAD for what was measured). Every step is a
+Loops run in parallel only for big kernels (see PARALLEL_MIN_MACS for what was
+measured), on the threads targets/host_cores.PoolThreads leaves TVM's pool. Every step is a
 TVM schedule primitive, which checks its own legality; a block that refuses one keeps its
 loops as they were.
 """
@@ -43,19 +43,16 @@ from tvm import s_tir, tirx
 VECTOR_REGISTERS = 16
 VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
-# Parallel loops only where each thread's share of a kernel clearly exceeds what the thread
-# pool's launch costs (docs/tuning.md, "threads"). bench/parallel_cost.py, 2026-12-07, AMD
-# EPYC with AVX-512, 2 cores, load average 3.1-3.4, three runs: a parallel loop of 2 x 8
-# multiplies (the launch and the barrier alone) took 2.1, 2.3 and 2.9 us against 0.01 us
-# serial (fastest of 15); the default schedule's 3x3 conv (16 -> 16, 32x32, 2.36M MACs)
-# took 47.3-47.4 us serial: 50 MACs per ns on one core. A thread's share must be at least
-# WORK_PER_LAUNCH launches (the launch then costs at most a quarter of it: >= 1.6x on free
-# cores). Was 2^24 MACs in all, from convs timed at load 8-9 where the second thread waited
-# for a core other processes held; no zoo kernel reached it.
-PARALLEL_LAUNCH_US = 2.9  # the slowest of the three measured launches
-SERIAL_MACS_PER_US = 50_000  # the default conv schedule on one core, measured
-WORK_PER_LAUNCH = 4
-PARALLEL_MIN_MACS_PER_THREAD = int(WORK_PER_LAUNCH * PARALLEL_LAUNCH_US * SERIAL_MACS_PER_US)  # 580,000
+# Parallel loops only for big kernels (docs/tuning.md, "threads"). bench/parallel_cost.py
+# on the shared 2-core machine (load average 8-9, two runs): a 3x3 conv over 2 threads took
+# 2.2-7.6x its serial time up to 2.4M MACs and 1.2-4.9x at 9.4M (the second thread waits
+# for a core other processes hold), 0.54-0.75x at 37.8M and 0.58-0.61x at 151M (medians);
+# 2^24 = 16.8M lies between. The pool's launch alone is 2.1-2.9 us (2026-12-07, load 3.1-
+# 3.4, fastest of 15): 4 launches a thread's share would put the threshold at 1.16M on 2
+# cores (resnet_mini's six 1.2-2.4M convs), and that build measured slower in the model at
+# every load met (1.08x -> 1.11-1.14x onnxruntime's two threads at load 3-7; 1.43x against
+# 1.12x in a window at load 1-2): what a share waits for is a core, not the launch.
+PARALLEL_MIN_MACS = 1 << 24  # a reduction block runs in parallel from this many MACs
 PARALLEL_MIN_ELEMENTS = 1 << 22  # a spatial block from this many elements
 UNROLL_MAX_STEPS = 16  # pragma_auto_unroll_max_step on scheduled loop nests
 
@@ -85,11 +82,11 @@ class ScheduleOptions:
 
 def runs_in_parallel(macs: int, outer_extent: int, options: ScheduleOptions) -> bool:
     """Whether a reduction block of `macs` MACs whose fused outer loop has `outer_extent`
-    iterations runs that loop on every core: each core's share is worth a launch, and the
-    loop has an iteration per core."""
+    iterations runs that loop on every core: a big kernel (PARALLEL_MIN_MACS), and an
+    iteration per core."""
     if options.num_cores < 2 or outer_extent < options.num_cores:
         return False
-    return macs >= options.num_cores * PARALLEL_MIN_MACS_PER_THREAD
+    return macs >= PARALLEL_MIN_MACS
 
 
 def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.PrimFunc:

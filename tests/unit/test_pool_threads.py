@@ -59,8 +59,8 @@ RUN = textwrap.dedent(
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores for 2 threads")
 def test_a_conv_on_the_parallel_path_computes_what_onnxruntime_computes(tmp_path, monkeypatch):
-    """16 -> 16 channels at 32x32: 2.36M MACs, 1.18M a thread on 2 cores (resnet_mini's
-    block1), past the 1.16M that makes a loop parallel; 4x4 (37k MACs) stays serial."""
+    """64 -> 64 channels at 64x64: 151M MACs, past the 2^24 = 16.8M that makes a loop
+    parallel."""
     decisions = []
 
     def recorded(macs, outer_extent, options):
@@ -72,12 +72,12 @@ def test_a_conv_on_the_parallel_path_computes_what_onnxruntime_computes(tmp_path
     monkeypatch.setattr(build, "_BUILT", {})  # schedule again, not a module built earlier
     toml = tmp_path / "two.toml"
     toml.write_text('[target]\nname = "two"\nkind = "cpu"\n[host]\nkind = "llvm"\nnum-cores = 2\n')
-    model = _conv_model(16, 32)
+    model = _conv_model(64, 64)
     artifact = compile_model(model, target=load_target(toml))
-    assert (16 * 16 * 32 * 32 * 9, True) in decisions  # the conv's block took the parallel loop
+    assert (64 * 64 * 64 * 64 * 9, True) in decisions  # the conv's block took the parallel loop
     path = artifact.save(tmp_path / "conv.vpub")
 
-    x = np.random.default_rng(4).standard_normal((1, 16, 32, 32)).astype(np.float32)
+    x = np.random.default_rng(4).standard_normal((1, 64, 64, 64)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x}
