@@ -163,8 +163,9 @@ class PoolThreads:
         return max(0.0, machine - (cpu1 - cpu0) / (wall1 - wall0))
 
     def choose(self, others_busy: float) -> int:
-        """Threads for the cores left: all of them when others use under half a core."""
-        return max(1, min(self.cores, int(self.cores - others_busy + 0.5)))
+        """Threads for the CPUs others leave (of the affinity mask's), at most `cores` (a
+        quota may allow fewer): all of them on 2 cores when others use under half a core."""
+        return max(1, min(self.cores, int(len(self._cpus) - others_busy + 0.5)))
 
     def before_call(self) -> None:
         """Resize the calling thread's pool when the machine changed (looked at every
