@@ -10,17 +10,14 @@ stored inputs). For each:
 
 and onnxruntime (CPU provider, full graph optimisation) on the same inputs, twice: with
 the host target's num-cores as intra_op_num_threads (TVM_NUM_THREADS is the same), and with
-one thread. vpuc runs a kernel's loop in parallel only from PARALLEL_MIN_MACS (compiler/
-host/defaults.py), which no zoo kernel reaches, and then on as many threads as other
-processes leave cores free (targets/host_cores.py, PoolThreads): on the zoo it computes on
-one core, so the one-thread session is the like-for-like comparison and the num-cores one
-is what a user of onnxruntime's defaults gets.
-Latency is the median of REPEATS calls (>= 20) after WARMUP calls, of `Executable.run`
-(what `vpuc run` calls; without the per-op timing callbacks behind `vpuc run`'s host-op
-table, `time_host_ops=False`) and of `InferenceSession.run`, all timed in alternation
-(BLOCK calls of each in turn, each block after SETTLE_S idle so the other runtime's threads
-have stopped spinning) so a change of the shared machine's load hits them alike. The
-figure is latency_ratio = ours / onnxruntime with num-cores
+one thread. vpuc runs a kernel in parallel only from PARALLEL_MIN_MACS (compiler/host/
+defaults.py), which no zoo kernel reaches: on the zoo it computes on one core, so the
+one-thread session is the like-for-like comparison and the num-cores one is what a user of
+onnxruntime's defaults gets. Latency is the median of REPEATS calls (>= 20) after WARMUP
+calls, of `Executable.run` (what `vpuc run` calls; without the per-op timing callbacks
+behind `vpuc run`'s host-op table, `time_host_ops=False`) and of `InferenceSession.run`,
+all timed in alternation (one call of each per repeat) so a change of the shared machine's
+load hits them alike. The figure is latency_ratio = ours / onnxruntime with num-cores
 threads (lower is better; 1.0 = parity), latency_ratio_untuned_1thread = untuned /
 onnxruntime with one thread; tuned_over_untuned = tuned / untuned latency. Goals (issues
 14, 26): untuned <= 3x on every model; tuned <= 1.25x, and never slower than untuned.
@@ -39,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -47,10 +45,9 @@ import time
 from pathlib import Path
 
 from vpuc.compiler.host.target import machine_cores
-from vpuc.targets.host_cores import use_available_cores
 
 THREADS = machine_cores()
-use_available_cores()  # before TVM starts its thread pool: TVM_NUM_THREADS, the workers' spin
+os.environ.setdefault("TVM_NUM_THREADS", str(THREADS))  # before TVM starts its thread pool
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -70,8 +67,6 @@ FIXTURES = ["torch_small_cnn", "torch_upsample_pad", "torch_transformer_block", 
             "paddle_style", "constant_weights"]  # fmt: skip
 MIN_REPEATS = 20
 WARMUP = 3
-BLOCK = 10  # calls of one runtime in a row
-SETTLE_S = 0.1  # idle before each block: the other runtime's workers stop spinning
 
 
 def load(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -150,22 +145,13 @@ def measure(name: str, args) -> dict:
 
 
 def interleaved_medians(calls: dict, repeats: int, warmup: int = WARMUP) -> dict[str, float]:
-    """Median seconds of each call, timed in alternation: BLOCK calls of each in turn, each
-    block after SETTLE_S idle so the threads of the runtime timed before have stopped
-    spinning (onnxruntime's workers spin about 40 ms of CPU after a call, TVM's up to its
-    spin count): on 2 cores, a parallel kernel of one runtime timed right after the other's
-    call waited for the other's spinning worker (resnet_mini with parallel convs: 65 ms a
-    call, median, against 0.3 ms timed alone; docs/tuning.md, "threads")."""
+    """Median seconds of each call, timed in alternation: one call of each per repeat."""
     times: dict[str, list[float]] = {kind: [] for kind in calls}
-    for call in calls.values():
-        for _ in range(warmup):
-            call()
-    for _ in range(-(-repeats // BLOCK)):
+    for repeat in range(warmup + repeats):
         for kind, call in calls.items():
-            time.sleep(SETTLE_S)
-            for _ in range(BLOCK):
-                start = time.perf_counter()
-                call()
+            start = time.perf_counter()
+            call()
+            if repeat >= warmup:
                 times[kind].append(time.perf_counter() - start)
     return {kind: statistics.median(values) for kind, values in times.items()}
 

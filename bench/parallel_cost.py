@@ -5,11 +5,10 @@
              the same loop serial (N = 8: the thread pool's launch and barrier alone)
     convs    one 3x3 conv + relu (C -> C channels, HxW, padding 1; what the zoo's layers
              are) with the default schedule as it is, serial, and with its fused outer
-             loop parallel (runs_in_parallel forced for that build), from 0.6M to 604M
+             loop parallel (PARALLEL_MIN_MACS set to 0 for that build), from 0.6M to 604M
              MACs
 
-Both with TVM_NUM_THREADS = the cores available (targets/host_cores.py; the pool's size
-fixed, not PoolThreads'), each build timed
+Both with TVM_NUM_THREADS = the cores available (targets/host_cores.py), each build timed
 by TVM's time_evaluator, serial and parallel in alternation (one repeat of each in turn,
 REPEATS times) so a change of the shared machine's load hits both; per case the fastest
 and the median repeat, and parallel / serial of each (below 1: the parallel loop pays).
@@ -114,13 +113,13 @@ def main() -> int:
         serial, parallel = row["serial_us"], row["parallel_us"]
         print(f"launch, 2 x {n:6d}: serial {serial:7.2f} us, parallel {parallel:7.2f} us (fastest)")
 
-    saved = defaults.runs_in_parallel
+    saved = defaults.PARALLEL_MIN_MACS
     try:
         for channels, size in CONVS:
             func = _conv(channels, size)
             builds = {}
-            for label, parallel in (("serial", False), ("parallel", True)):
-                defaults.runs_in_parallel = lambda macs, extent, options, parallel=parallel: parallel
+            for label, threshold in (("serial", 1 << 62), ("parallel", 0)):
+                defaults.PARALLEL_MIN_MACS = threshold
                 builds[label] = build(defaults.default_schedule(func, options))
             times = alternate(builds, _args(func), args.repeats)
             row = {"channels": channels, "size": size, "macs": channels * channels * size * size * 9}
@@ -138,7 +137,7 @@ def main() -> int:
                 flush=True,
             )
     finally:
-        defaults.runs_in_parallel = saved
+        defaults.PARALLEL_MIN_MACS = saved
     figures["loadavg_after"] = os.getloadavg()
     print(f"load average {figures['loadavg_after'][0]:.1f}; wrote {write_json('parallel_cost', figures)}")
     return 0

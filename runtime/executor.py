@@ -65,17 +65,15 @@ class Executable:
         self._input_specs: list[tuple[str, tuple[int, ...], np.dtype]] | None = None  # `_exact_inputs`
         self._output_names = [spec["name"] for spec in artifact.outputs]
         self._plan = artifact.manifest["host"] if "calls" in artifact.manifest.get("host", {}) else None
-        self._pool = None  # PoolThreads: set by _load_host when vpuc chose the pool size
         self._vm = None if self._plan else self._load_host(artifact, source)
         self._main = None if self._vm is None else self._vm["main"]
 
     def _load_host(self, artifact: Artifact, source: str) -> relax.VirtualMachine:
         """The host library on TVM's VM, the VPU calls' symbols registered first; TVM's
         thread pool sized to the cores this process may use (targets/host_cores.py)."""
-        from vpuc.targets.host_cores import PoolThreads, use_available_cores
+        from vpuc.targets.host_cores import use_available_cores
 
-        cores = use_available_cores()  # None: the user's TVM_NUM_THREADS, kept as it is
-        self._pool = PoolThreads(cores) if cores is not None else None
+        use_available_cores()
         import tvm
         import tvm_ffi
         from tvm import relax
@@ -232,8 +230,6 @@ class Executable:
         if self._main is not None:
             specs = self.inputs
             tensors = [self._stage(spec["name"], array) for spec, array in zip(specs, arrays, strict=True)]
-            if self._pool is not None:
-                self._pool.before_call()
             result = _flatten(self._main(*tensors))
         else:
             result = self._run_calls(arrays)

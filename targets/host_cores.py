@@ -5,8 +5,7 @@
                         allows less: a container given 1.5 CPUs of a 64-core machine
                         computes on 2 threads, not 64
     use_available_cores()  TVM_NUM_THREADS set to that count unless the user set it (or
-                        OMP_NUM_THREADS, which TVM also reads), and the pool's workers'
-                        spin after a kernel bounded (TVM_THREAD_POOL_SPIN_COUNT, POOL_SPIN_COUNT)
+                        OMP_NUM_THREADS, which TVM also reads)
 
 Left alone, TVM 0.27's runtime sizes its pool to std::thread::hardware_concurrency() / 2 on
 x86 (it assumes two hyper-threads per core): 1 thread on a 2-core machine without SMT, and
@@ -18,18 +17,9 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 
 THREAD_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")  # what TVM's runtime reads, in order
-SPIN_VARIABLE = "TVM_THREAD_POOL_SPIN_COUNT"
-# A worker of TVM's pool, its task done, calls sched_yield this many times waiting for the
-# next before it sleeps. TVM's default, 300000, kept a worker spinning 180 ms of CPU after
-# each call of resnet_mini (0.3 ms): a core taken from the user's other work, and from
-# onnxruntime's threads in bench/cpu_vs_ort.py. 1000 spins about 0.6 ms of CPU, longer than
-# the gaps between a model's kernels (resnet_mini's whole call: 0.3 ms), so a worker still
-# finds the next kernel awake; docs/tuning.md, "threads".
-POOL_SPIN_COUNT = 1000
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
 
@@ -95,125 +85,9 @@ def _v1_quota(directory: Path) -> float | None:
 def use_available_cores() -> int | None:
     """Size TVM's thread pool to available_cores() (TVM_NUM_THREADS) unless the user chose
     already; call before TVM's pool starts (its first parallel kernel): it reads the
-    variable once. The count set (also when an earlier call set it), or None when the
-    user's variable was kept. The workers' spin is bounded (POOL_SPIN_COUNT) unless the
-    user set TVM_THREAD_POOL_SPIN_COUNT."""
-    global _cores_set
-    os.environ.setdefault(SPIN_VARIABLE, str(POOL_SPIN_COUNT))
-    if _cores_set is not None and os.environ.get("TVM_NUM_THREADS") == str(_cores_set):
-        return _cores_set
+    variable once. The count set, or None when the user's variable was kept."""
     if any(os.environ.get(name) for name in THREAD_VARIABLES):
         return None
-    _cores_set = available_cores()
-    os.environ["TVM_NUM_THREADS"] = str(_cores_set)
-    return _cores_set
-
-
-_cores_set: int | None = None  # the TVM_NUM_THREADS use_available_cores set, not the user
-
-
-# How often PoolThreads looks at the machine again: /proc/stat counts in 10 ms ticks, so a
-# quarter second gives 50 ticks on 2 cores (an error of a tick or two per reading).
-CHECK_INTERVAL_S = 0.25
-# More threads only after the cores were free this long (fewer at once): a load that comes
-# and goes made a pool grown on one quiet look wait for cores taken again (resnet_mini at
-# 1.43x onnxruntime's two threads in a run at load 1-2, 1.12x serial).
-GROW_AFTER_S = 1.0
-PROC_STAT = Path("/proc/stat")
-_AFFINITY_MODE_BIG = 1  # TVM's ThreadGroup::kBig, what its pool starts with
-
-
-class PoolThreads:
-    """TVM's thread pool sized, before each call, to the cores other processes leave free:
-    all `cores` when the machine is otherwise idle, one (the calling thread alone) when
-    other processes hold the others. TVM splits a parallel loop statically, one share per
-    thread, and its caller waits for every share: a worker that gets no core makes the
-    kernel wait a scheduler slice (resnet_mini built with parallel convs: 1.5-1.9x its serial time
-    at load 6 on 2 cores), where onnxruntime's caller runs the shares no worker started.
-    The same idea as libgomp's OMP_DYNAMIC, which sizes teams by the load average; here
-    the busy time other processes had (/proc/stat, less this process's own CPU time) over
-    the last CHECK_INTERVAL_S."""
-
-    def __init__(self, cores: int, stat_path: Path = PROC_STAT, resize=None):
-        self.cores = cores
-        self.threads = cores  # what TVM's pool starts with (TVM_NUM_THREADS)
-        self._stat_path = stat_path
-        self._resize = resize or _resize_pool
-        self._cpus = _affinity()
-        self._last = self._sample()
-        self._grow_since: float | None = None  # since when more threads were wanted
-
-    def _sample(self) -> tuple[float, float, int, int] | None:
-        busy_total = _busy_ticks(self._stat_path, self._cpus)
-        return None if busy_total is None else (time.monotonic(), time.process_time(), *busy_total)
-
-    def others_busy_cores(self) -> float | None:
-        """Cores other processes kept busy since the last look (None: too soon, or no
-        /proc/stat); the look becomes the next one's start."""
-        if self._last is None or time.monotonic() - self._last[0] < CHECK_INTERVAL_S:
-            return None
-        sample = self._sample()
-        if sample is None:
-            return None
-        (wall0, cpu0, busy0, total0), (wall1, cpu1, busy1, total1) = self._last, sample
-        self._last = sample
-        if total1 <= total0:
-            return None
-        machine = (busy1 - busy0) / (total1 - total0) * len(self._cpus)  # cores busy in all
-        return max(0.0, machine - (cpu1 - cpu0) / (wall1 - wall0))
-
-    def choose(self, others_busy: float) -> int:
-        """Threads for the CPUs others leave (of the affinity mask's), at most `cores` (a
-        quota may allow fewer): all of them on 2 cores when others use under half a core."""
-        return max(1, min(self.cores, int(len(self._cpus) - others_busy + 0.5)))
-
-    def before_call(self) -> None:
-        """Resize the calling thread's pool when the machine changed (looked at every
-        CHECK_INTERVAL_S at most): fewer threads at once, more once the cores have been
-        free for GROW_AFTER_S."""
-        if self.cores < 2:
-            return
-        others = self.others_busy_cores()
-        if others is None:
-            return
-        threads = self.choose(others)
-        if threads > self.threads:
-            now = time.monotonic()
-            self._grow_since = self._grow_since or now
-            if now - self._grow_since < GROW_AFTER_S:
-                return
-        self._grow_since = None
-        if threads != self.threads:
-            self._resize(threads)
-            self.threads = threads
-
-
-def _resize_pool(threads: int) -> None:
-    import tvm_ffi
-
-    tvm_ffi.get_global_func("runtime.config_threadpool")(_AFFINITY_MODE_BIG, threads)
-
-
-def _affinity() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return list(range(os.cpu_count() or 1))
-
-
-def _busy_ticks(stat_path: Path, cpus: list[int]) -> tuple[int, int] | None:
-    """Busy and total ticks of `cpus` since boot (/proc/stat's cpuN lines: user nice system
-    idle iowait irq softirq steal; idle and iowait are not busy)."""
-    try:
-        lines = stat_path.read_text().splitlines()
-    except OSError:
-        return None
-    wanted = {f"cpu{cpu}" for cpu in cpus}
-    busy = total = 0
-    for line in lines:
-        fields = line.split()
-        if fields and fields[0] in wanted:
-            ticks = [int(v) for v in fields[1:9]]
-            total += sum(ticks)
-            busy += sum(ticks) - ticks[3] - ticks[4]
-    return (busy, total) if total else None
+    cores = available_cores()
+    os.environ["TVM_NUM_THREADS"] = str(cores)
+    return cores

@@ -23,8 +23,8 @@ docs/tuning.md). So each top-level block of a kernel gets one fixed, legal sched
     a strided conv's padded input (the kernel's own buffer) is written de-interleaved,
         [.., w % s, w // s], so the conv's vector loads along w are contiguous
 
-Loops run in parallel only for big kernels (see PARALLEL_MIN_MACS for what was
-measured), on the threads targets/host_cores.PoolThreads leaves TVM's pool. Every step is a
+Loops run in parallel only where the work amortises a thread-pool launch (see
+PARALLEL_MIN_MACS for what was measured). Every step is a
 TVM schedule primitive, which checks its own legality; a block that refuses one keeps its
 loops as they were.
 """
@@ -43,15 +43,11 @@ from tvm import s_tir, tirx
 VECTOR_REGISTERS = 16
 VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
-# Parallel loops only for big kernels (docs/tuning.md, "threads"). bench/parallel_cost.py
-# on the shared 2-core machine (load average 8-9, two runs): a 3x3 conv over 2 threads took
-# 2.2-7.6x its serial time up to 2.4M MACs and 1.2-4.9x at 9.4M (the second thread waits
-# for a core other processes hold), 0.54-0.75x at 37.8M and 0.58-0.61x at 151M (medians);
-# 2^24 = 16.8M lies between. The pool's launch alone is 2.1-2.9 us (2026-12-07, load 3.1-
-# 3.4, fastest of 15): 4 launches a thread's share would put the threshold at 1.16M on 2
-# cores (resnet_mini's six 1.2-2.4M convs), and that build measured slower in the model at
-# every load met (1.08x -> 1.11-1.14x onnxruntime's two threads at load 3-7; 1.43x against
-# 1.12x in a window at load 1-2): what a share waits for is a core, not the launch.
+# Parallel loops only for big kernels. bench/parallel_cost.py on the shared 2-core machine
+# (load average 8-9, two runs): a 3x3 conv over 2 threads took 2.2-7.6x its serial time
+# up to 2.4M MACs and 1.2-4.9x at 9.4M (the second thread waits for a core other processes
+# hold; the pool's own launch is 2-4 us), 0.54-0.75x at 37.8M and 0.58-0.61x at 151M
+# (medians); 2^24 = 16.8M lies between. No zoo kernel reaches it (docs/tuning.md, "threads").
 PARALLEL_MIN_MACS = 1 << 24  # a reduction block runs in parallel from this many MACs
 PARALLEL_MIN_ELEMENTS = 1 << 22  # a spatial block from this many elements
 UNROLL_MAX_STEPS = 16  # pragma_auto_unroll_max_step on scheduled loop nests
@@ -78,15 +74,6 @@ class ScheduleOptions:
     def reg_tile_max(self) -> int:
         """Accumulators of a tile along one axis (a GEMV's)."""
         return self.vector_registers // 2
-
-
-def runs_in_parallel(macs: int, outer_extent: int, options: ScheduleOptions) -> bool:
-    """Whether a reduction block of `macs` MACs whose fused outer loop has `outer_extent`
-    iterations runs that loop on every core: a big kernel (PARALLEL_MIN_MACS), and an
-    iteration per core."""
-    if options.num_cores < 2 or outer_extent < options.num_cores:
-        return False
-    return macs >= PARALLEL_MIN_MACS
 
 
 def default_schedule(func: tirx.PrimFunc, options: ScheduleOptions) -> tirx.PrimFunc:
@@ -225,7 +212,7 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
     _vectorize_innermost(sch, write_back, options)
     sch.annotate(fused, "pragma_auto_unroll_max_step", UNROLL_MAX_STEPS)
     sch.annotate(fused, "pragma_unroll_explicit", 1)
-    if runs_in_parallel(macs, _extent(sch, fused), options):
+    if macs >= PARALLEL_MIN_MACS and options.num_cores > 1 and _extent(sch, fused) > 1:
         sch.parallel(fused)
     if reduce:  # last: vectorize and parallel need the block with its init
         init = sch.decompose_reduction(block, reduce[0])
