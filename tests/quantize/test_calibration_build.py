@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from quantize_testing import without_timings
 
 from vpuc.compiler import compat
 from vpuc.compiler.quantize import quantize, synthetic_split
@@ -25,14 +26,6 @@ def _quantize(zoo_optimised, name: str):
     return quantize(
         mod, load_target("vpu"), imported.onnx_model, provenance, split.calibration, held_out=split.held_out
     )
-
-
-def _without_timings(report):
-    if isinstance(report, dict):
-        return {k: _without_timings(v) for k, v in report.items() if k != "timings_s"}
-    if isinstance(report, list):
-        return [_without_timings(v) for v in report]
-    return report
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -69,7 +62,7 @@ def _assert_same(a, b) -> None:
     for new, old in zip(a.tensors, b.tensors, strict=True):
         assert new.params.scale.tobytes() == old.params.scale.tobytes(), new.tensor
         assert new.params.zero_point.tobytes() == old.params.zero_point.tobytes(), new.tensor
-    assert _without_timings(a.accuracy) == _without_timings(b.accuracy)
+    assert without_timings(a.accuracy) == without_timings(b.accuracy)
 
 
 def test_the_quick_build_leaves_the_asserts_out(zoo_optimised):

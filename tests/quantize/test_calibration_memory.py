@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from vpuc.compiler.frontend.shapes import TensorSpec
@@ -92,20 +93,6 @@ def _cli(*args, preexec_fn=None):
     )  # fmt: skip
 
 
-def test_a_hundred_million_synthetic_samples_is_a_user_error(tmp_path):
-    """--calib-synthetic 100000000 on a 1x3x16x16 input, refused before drawing (it was a
-    MemoryError asking 572 GiB, exit 3): the samples are drawn one at a time, but the accuracy
-    report keeps both models' outputs (1x4x16x16 float32, 4,096 bytes) of the 25,000,000
-    held-out samples (N // 4): 204,800,000,000 bytes."""
-    model = _conv(tmp_path / "c.onnx", 16, 16)
-    result = _cli("compile", model, "--target", "vpu", "--calib-synthetic", 100_000_000, "-o", tmp_path / "c.vpub")
-    assert result.returncode == 2, result.stderr
-    (line,) = result.stderr.strip().splitlines()
-    assert "--calib-synthetic 100000000" in line and "25000000 held-out samples" in line
-    assert f"{25_000_000 * 2 * 4 * 16 * 16 * 4:,} bytes" in line, line
-    assert not (tmp_path / "c.vpub").exists()
-
-
 def _qdq_conv(path, h, w):
     """A QDQ model (quantize_static's form) of one 3x3 conv, 1x3xHxW -> 1x4xHxW."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
@@ -124,17 +111,21 @@ def _qdq_conv(path, h, w):
     return path
 
 
-def test_a_hundred_million_synthetic_samples_for_a_qdq_model_is_a_user_error(tmp_path):
-    """The same flag on a QDQ model, whose synthetic samples only measure accuracy: it drew
-    25,000,000 held-out samples one at a time and kept both models' outputs of each (ran past
-    300 s, then out of memory); refused before drawing, as for a float model."""
-    model = _qdq_conv(tmp_path / "q.onnx", 16, 16)
-    result = _cli("compile", model, "--target", "vpu", "--calib-synthetic", 100_000_000, "-o", tmp_path / "q.vpub")
+@pytest.mark.parametrize("form", ["float", "qdq"])
+def test_a_hundred_million_synthetic_samples_is_a_user_error(tmp_path, form):
+    """--calib-synthetic 100000000 on a 1x3x16x16 input, refused before drawing (it was a
+    MemoryError asking 572 GiB, exit 3): the samples are drawn one at a time, but the accuracy
+    report keeps both models' outputs (1x4x16x16 float32, 4,096 bytes) of the 25,000,000
+    held-out samples (N // 4): 204,800,000,000 bytes. A QDQ model's synthetic samples only
+    measure accuracy: it drew them one at a time and ran past 300 s before this check."""
+    make = _conv if form == "float" else _qdq_conv
+    model = make(tmp_path / "c.onnx", 16, 16)
+    result = _cli("compile", model, "--target", "vpu", "--calib-synthetic", 100_000_000, "-o", tmp_path / "c.vpub")
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "--calib-synthetic 100000000" in line and "25000000 held-out samples" in line
     assert f"{25_000_000 * 2 * 4 * 16 * 16 * 4:,} bytes" in line, line
-    assert not (tmp_path / "q.vpub").exists()
+    assert not (tmp_path / "c.vpub").exists()
 
 
 def test_the_held_out_count_is_an_option(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
+from quantize_testing import without_timings
 from tvm import relax
 
 import vpuc.compiler.quantize.prepare as prepare
@@ -50,14 +51,6 @@ def _quantize(zoo_optimised, name: str, one_build: bool, monkeypatch, **kwargs) 
     return result, len(builds)
 
 
-def _without_timings(report):
-    if isinstance(report, dict):
-        return {k: _without_timings(v) for k, v in report.items() if k != "timings_s"}
-    if isinstance(report, list):
-        return [_without_timings(v) for v in report]
-    return report
-
-
 CASES = [(name, {}) for name in MODELS] + [
     # the per-layer method choice reads the reference too, equalisation rewrites before it;
     # a floor of 50 dB keeps 3 layers in float: the final plan is measured again
@@ -78,7 +71,7 @@ def test_one_build_gives_the_two_build_results(zoo_optimised, monkeypatch, name,
         assert new.params.zero_point.tobytes() == old.params.zero_point.tobytes(), new.tensor
     # the int8 weights and the bias-corrected int32 biases are constants of the QDQ module
     assert compat.structural_equal(one.mod, two.mod)
-    assert _without_timings(one.accuracy) == _without_timings(two.accuracy)
+    assert without_timings(one.accuracy) == without_timings(two.accuracy)
     assert one.accuracy["sensitivity"] and one.accuracy["layers"]
     assert len(one.accuracy["floor"]["kept_float"]) == (3 if kwargs else 0)
 
