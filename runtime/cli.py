@@ -213,13 +213,14 @@ def _check_arguments(args) -> None:
 
 def _check_model_path(flag: str, path: str) -> None:
     """--check and --float-model name an ONNX file: refuse a missing file, a folder or another
-    kind of file in one line before the run, as compile does for its model."""
+    kind of file in one line before the run, as compile does for its model (its graph only:
+    the check reads the weights when it runs the model)."""
     from vpuc.compiler.errors import FrontendError
     from vpuc.compiler.frontend.load import read_onnx_file
     from vpuc.runtime.inputs import InputError
 
     try:
-        read_onnx_file(Path(path))
+        read_onnx_file(Path(path), external_data=False)
     except FrontendError as exc:
         raise InputError(f"{flag}: {exc}") from None
 

@@ -48,7 +48,9 @@ TIE_STEPS = 2e-3
 ALL_SUBSETS = 10  # up to this many near-tie elements every choice is tried; above it, the descent
 DESCENT_TIES = 2000  # above this many, only none, each alone and all (each descent pass is one run per tie)
 DESCENT_PASSES = 4
+DESCENT_RUNS = 4000  # onnxruntime runs the descent may take in all (a wrong answer on a big model: it stops)
 FLOAT_RTOL, FLOAT_ATOL = 1e-4, 1e-5  # a float output's tolerance in the descent's measure
+FEED_PREFIX = "__tie_nudge_"
 
 
 def float_tolerance(reference: np.ndarray) -> np.ndarray:
@@ -62,8 +64,6 @@ def float_tolerance(reference: np.ndarray) -> np.ndarray:
     return FLOAT_RTOL * (magnitude + scale) + FLOAT_ATOL
 
 
-DESCENT_RUNS = 4000  # onnxruntime runs the descent may take in all (a wrong answer on a big model: it stops)
-FEED_PREFIX = "__tie_nudge_"
 
 
 def _session(model: onnx.ModelProto):
@@ -276,12 +276,8 @@ def _excess(ours: dict, reference: dict, lsbs: dict) -> float:
         got = ours.get(name)
         if name not in lsbs or got is None or got.shape != expected.shape:
             continue
-        ref = expected.astype(np.float64)
-        lsb = lsbs[name]
-        if lsb is None:
-            tolerance = float_tolerance(ref)
-        else:
-            tolerance = lsb
+        ref, lsb = expected.astype(np.float64), lsbs[name]
+        tolerance = float_tolerance(ref) if lsb is None else lsb
         off = np.abs(got.astype(np.float64) - ref) / tolerance
         total += float(np.maximum(off - 1.0, 0.0).sum())
     return total

@@ -38,14 +38,15 @@ def _check_opset(model: onnx.ModelProto, name: str) -> None:
             )
 
 
-def read_onnx_file(path: Path) -> onnx.ModelProto:
-    """The model in a file, or a FrontendError naming the file and what is wrong with it."""
+def read_onnx_file(path: Path, external_data: bool = True) -> onnx.ModelProto:
+    """The model in a file, or a FrontendError naming the file and what is wrong with it;
+    `external_data`: also read the tensors kept in files beside it."""
     if not path.exists():
         raise FrontendError(f"{path}: no such file")
     if path.is_dir():
         raise FrontendError(f"{path}: is a directory, not an ONNX file")
     try:
-        return onnx.load(str(path), load_external_data=True)
+        return onnx.load(str(path), load_external_data=external_data)
     except DecodeError as exc:
         raise FrontendError(f"{path}: not an ONNX model (protobuf parse failed: {exc})") from None
     except FileNotFoundError as exc:

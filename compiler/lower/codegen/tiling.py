@@ -78,15 +78,13 @@ def spec_transfers(event, target: Target) -> list[tuple[str, int]]:
     """A DMA event's transfers as (port, cycles) (targets/isa/cost.py dma_port); [] else."""
     if event.unit != Unit.DMA:
         return []
+    def port(spec) -> str:
+        return dma_port(SimpleNamespace(region=spec.fields.get("region", 0)), target.hardware)
+
     specs = event.specs
     if len(specs) == 1 and KEEP_FIXED:  # its cycles are the spec's (Events.add, prefetch._spread)
-        port = dma_port(SimpleNamespace(region=specs[0].fields.get("region", 0)), target.hardware)
-        return [(port, event.cycles)]
-    out = []
-    for spec in specs:
-        port = dma_port(SimpleNamespace(region=spec.fields.get("region", 0)), target.hardware)
-        out.append((port, spec_cycles(spec, target)))
-    return out
+        return [(port(specs[0]), event.cycles)]
+    return [(port(spec), spec_cycles(spec, target)) for spec in specs]
 
 
 _DEFAULTS: dict[type, dict] = {}
