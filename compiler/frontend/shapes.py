@@ -80,12 +80,34 @@ def fix_input_shapes(
             raise FrontendError(f"{name}: input '{vi.name}' is not a tensor")
         dims = _fixed_dims(name, vi, input_shapes.get(vi.name))
         _set_dims(vi, dims)
+    _check_outputs(model, name)
     # Intermediate shapes recorded by the exporter may still be symbolic: infer them anew.
+    # An output no node computes (an input passed through, a constant) has no node to infer
+    # it from: it keeps the input's fixed dims or the constant's.
     del model.graph.value_info[:]
+    known = {vi.name: vi for vi in inputs.values()}
+    constants = {t.name: tuple(t.dims) for t in model.graph.initializer}
     for out in model.graph.output:
-        if out.type.HasField("tensor_type"):
-            out.type.tensor_type.ClearField("shape")
+        if not out.type.HasField("tensor_type"):
+            continue
+        out.type.tensor_type.ClearField("shape")
+        if out.name in known:
+            out.type.tensor_type.shape.CopyFrom(known[out.name].type.tensor_type.shape)
+        elif out.name in constants:
+            _set_dims(out, constants[out.name])
     return model
+
+
+def _check_outputs(model: onnx.ModelProto, name: str) -> None:
+    """Each graph output listed once (onnxruntime returns a listed-twice output twice; vpuc's
+    outputs are by name)."""
+    seen: set[str] = set()
+    for out in model.graph.output:
+        if out.name in seen:
+            raise FrontendError(
+                f"{name}: output '{out.name}' is listed twice among the graph's outputs; list it once"
+            )
+        seen.add(out.name)
 
 
 def infer_shapes(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
