@@ -72,9 +72,9 @@ class Executable:
         """The host library on TVM's VM, the VPU calls' symbols registered first; TVM's
         thread pool sized to the cores this process may use and others leave idle while
         the library loads (targets/host_cores.py)."""
-        from vpuc.targets.host_cores import FreeCores, use_available_cores
+        from vpuc.targets.host_cores import FreeCores, threads_chosen, use_available_cores
 
-        free = FreeCores()
+        free = None if threads_chosen() else FreeCores()  # the first library of the process
         import tvm
         import tvm_ffi
         from tvm import relax

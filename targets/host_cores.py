@@ -106,13 +106,18 @@ def use_available_cores(free: FreeCores | None = None) -> int | None:
     saw other processes keep cores busy (threads_for), unless the user chose already; call
     before TVM's pool starts (its first parallel kernel): it reads the variable once. The
     count set, or None when the user's variable was kept."""
-    if any(os.environ.get(name) for name in THREAD_VARIABLES):
+    if threads_chosen():
         return None
     cores = available_cores()
     if free is not None:
         cores = threads_for(cores, free.idle_cores())
     os.environ["TVM_NUM_THREADS"] = str(cores)
     return cores
+
+
+def threads_chosen() -> bool:
+    """Whether the pool's size is set already (by the user, or by an earlier use_available_cores)."""
+    return any(os.environ.get(name) for name in THREAD_VARIABLES)
 
 
 def threads_for(available: int, idle_cores: float | None) -> int:
@@ -145,7 +150,6 @@ def idle_cores(before: tuple[int, int], after: tuple[int, int], cpus: int, own_c
     window_s = total / cpus / TICKS_PER_S
     others_s = max(0.0, (after[0] - before[0]) / TICKS_PER_S - own_cpu_s)
     return max(0.0, cpus - others_s / window_s)
-
 
 
 class FreeCores:
