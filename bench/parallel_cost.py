@@ -48,7 +48,8 @@ from vpuc.compiler.host.build import schedule_options  # noqa: E402
 from vpuc.compiler.host.target import resolve_host_target  # noqa: E402
 from vpuc.targets.loader import load_target  # noqa: E402
 
-CONVS = [(16, 16), (16, 32), (32, 32), (64, 32), (64, 64), (128, 64)]  # (channels, size)
+CONVS = [(16, 8), (16, 16), (32, 8), (16, 32), (32, 16), (64, 8), (32, 32), (64, 32), (64, 64), (128, 64)]
+# (channels, size): 2.36M MACs three ways (resnet_mini's 3x3 convs: 16x32x32, 32x16x16, 64x8x8)
 LAUNCH_SIZES = [8, 4096, 65536]
 TARGET_MS = 2  # each repeat runs the kernel this long at least
 

@@ -34,9 +34,10 @@ OUT = BENCH / "out"
 
 
 def programs() -> list[str]:
-    """The bench scripts: every bench/*.py with a __main__ block, except this one."""
+    """The bench scripts: every bench/*.py with a __main__ block, except this one and the
+    helpers (_*.py: bench/_cpu_worker.py is a program cpu_vs_ort.py runs)."""
     names = []
-    for path in sorted(BENCH.glob("*.py")):
+    for path in sorted(BENCH.glob("[!_]*.py")):
         if path.name != Path(__file__).name and '__name__ == "__main__"' in path.read_text():
             names.append(path.stem)
     return names

@@ -70,10 +70,11 @@ class Executable:
 
     def _load_host(self, artifact: Artifact, source: str) -> relax.VirtualMachine:
         """The host library on TVM's VM, the VPU calls' symbols registered first; TVM's
-        thread pool sized to the cores this process may use (targets/host_cores.py)."""
-        from vpuc.targets.host_cores import use_available_cores
+        thread pool sized to the cores this process may use and others leave idle while
+        the library loads (targets/host_cores.py)."""
+        from vpuc.targets.host_cores import FreeCores, threads_chosen, use_available_cores
 
-        use_available_cores()
+        free = None if threads_chosen() else FreeCores()  # the first library of the process
         import tvm
         import tvm_ffi
         from tvm import relax
@@ -91,6 +92,7 @@ class Executable:
             raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
         if self._time_host_ops:
             vm.set_instrument(tvm_ffi.convert(self._instrument))
+        use_available_cores(free)  # before the first parallel kernel starts TVM's pool
         return vm
 
     @classmethod

@@ -4,8 +4,22 @@
                         fewer when a CPU quota (cgroup v2 cpu.max, v1 cpu.cfs_quota_us)
                         allows less: a container given 1.5 CPUs of a 64-core machine
                         computes on 2 threads, not 64
-    use_available_cores()  TVM_NUM_THREADS set to that count unless the user set it (or
-                        OMP_NUM_THREADS, which TVM also reads)
+    use_available_cores(free)  TVM_NUM_THREADS set to that count unless the user set it (or
+                        OMP_NUM_THREADS, which TVM also reads); given a FreeCores window,
+                        fewer: the cores other processes left idle in it (threads_for)
+    FreeCores           a window over which /proc/stat's busy time of the process's CPUs,
+                        less this process's own CPU time, says how many cores the rest of
+                        the machine keeps busy (`Executable` opens it before loading the
+                        host library and closes it after: the load is the window)
+
+The rule (threads_for): threads = the idle cores rounded to the nearest whole, between 1
+and the available cores. A parallel kernel's chunks are split statically among the pool's
+threads, and a thread waiting for a core other processes hold stalls the barrier: at load
+average 4-5 on this 2-core machine resnet_mini took 0.28-3.6 ms a call on two threads
+against 0.25 ms on one (docs/tuning.md, "threads"). The default schedules split a parallel
+loop into num-cores chunks of constant extent, so one thread runs them with the serial
+loop's code. Chosen once, when the first host library of the process loads (TVM reads the
+variable when its pool starts).
 
 Left alone, TVM 0.27's runtime sizes its pool to std::thread::hardware_concurrency() / 2 on
 x86 (it assumes two hyper-threads per core): 1 thread on a 2-core machine without SMT, and
@@ -17,11 +31,16 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 THREAD_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")  # what TVM's runtime reads, in order
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
+PROC_STAT = Path("/proc/stat")
+IDLE_COLUMNS = (3, 4)  # of a /proc/stat cpuN line's times: idle, iowait (the rest is busy, nice included)
+TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat's unit
+MIN_WINDOW_S = 0.1  # FreeCores waits out the rest of a shorter window: /proc/stat counts in 10 ms ticks
 
 
 def available_cores(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
@@ -82,12 +101,81 @@ def _v1_quota(directory: Path) -> float | None:
     return None if quota <= 0 or period <= 0 else quota / period
 
 
-def use_available_cores() -> int | None:
-    """Size TVM's thread pool to available_cores() (TVM_NUM_THREADS) unless the user chose
-    already; call before TVM's pool starts (its first parallel kernel): it reads the
-    variable once. The count set, or None when the user's variable was kept."""
-    if any(os.environ.get(name) for name in THREAD_VARIABLES):
+def use_available_cores(free: FreeCores | None = None) -> int | None:
+    """Size TVM's thread pool to available_cores() (TVM_NUM_THREADS), to fewer when `free`
+    saw other processes keep cores busy (threads_for), unless the user chose already; call
+    before TVM's pool starts (its first parallel kernel): it reads the variable once. The
+    count set, or None when the user's variable was kept."""
+    if threads_chosen():
         return None
     cores = available_cores()
+    if free is not None:
+        cores = threads_for(cores, free.idle_cores())
     os.environ["TVM_NUM_THREADS"] = str(cores)
     return cores
+
+
+def threads_chosen() -> bool:
+    """Whether the pool's size is set already (by the user, or by an earlier use_available_cores)."""
+    return any(os.environ.get(name) for name in THREAD_VARIABLES)
+
+
+def threads_for(available: int, idle_cores: float | None) -> int:
+    """Threads for a pool of at most `available`: the idle cores rounded to the nearest
+    whole (half up), at least 1; all of them when nothing was measured (None)."""
+    if idle_cores is None:
+        return available
+    return max(1, min(available, math.floor(idle_cores + 0.5)))
+
+
+def cpu_ticks(text: str, cpus: set[int]) -> tuple[int, int] | None:
+    """(busy, total) ticks of the CPUs `cpus` in /proc/stat's `text`; None if one is missing."""
+    busy = total = found = 0
+    for line in text.splitlines():
+        name, *fields = line.split()
+        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+            continue
+        ticks = [int(value) for value in fields[:8]]  # user nice system idle iowait irq softirq steal
+        idle = sum(ticks[i] for i in IDLE_COLUMNS)
+        busy, total, found = busy + sum(ticks) - idle, total + sum(ticks), found + 1
+    return (busy, total) if found == len(cpus) else None
+
+
+def idle_cores(before: tuple[int, int], after: tuple[int, int], cpus: int, own_cpu_s: float) -> float:
+    """Cores left idle by other processes between two cpu_ticks readings of `cpus` CPUs,
+    over which this process used `own_cpu_s` of CPU time: cpus - (busy - own) / window."""
+    total = after[1] - before[1]
+    if total <= 0:
+        return float(cpus)
+    window_s = total / cpus / TICKS_PER_S
+    others_s = max(0.0, (after[0] - before[0]) / TICKS_PER_S - own_cpu_s)
+    return max(0.0, cpus - others_s / window_s)
+
+
+class FreeCores:
+    """A window over which to count the cores other processes leave idle: opened at
+    construction, read by `idle_cores()` (at least MIN_WINDOW_S after opening)."""
+
+    def __init__(self, proc_stat: Path = PROC_STAT) -> None:
+        self._proc_stat = proc_stat
+        try:
+            self._cpus = set(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux: nothing to read
+            self._cpus = set()
+        self._start = (time.monotonic(), time.process_time(), self._ticks())
+
+    def _ticks(self) -> tuple[int, int] | None:
+        try:
+            return cpu_ticks(self._proc_stat.read_text(), self._cpus) if self._cpus else None
+        except (OSError, ValueError):
+            return None
+
+    def idle_cores(self) -> float | None:
+        """The cores of the affinity mask other processes left idle since opening; None
+        where /proc/stat cannot be read."""
+        opened, own_s, before = self._start
+        time.sleep(max(0.0, MIN_WINDOW_S - (time.monotonic() - opened)))
+        after = self._ticks()
+        if before is None or after is None:
+            return None
+        return idle_cores(before, after, len(self._cpus), time.process_time() - own_s)

@@ -43,12 +43,15 @@ from tvm import s_tir, tirx
 VECTOR_REGISTERS = 16
 VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
-# Parallel loops only for big kernels. bench/parallel_cost.py on the shared 2-core machine
-# (load average 8-9, two runs): a 3x3 conv over 2 threads took 2.2-7.6x its serial time
-# up to 2.4M MACs and 1.2-4.9x at 9.4M (the second thread waits for a core other processes
-# hold; the pool's own launch is 2-4 us), 0.54-0.75x at 37.8M and 0.58-0.61x at 151M
-# (medians); 2^24 = 16.8M lies between. No zoo kernel reaches it (docs/tuning.md, "threads").
-PARALLEL_MIN_MACS = 1 << 24  # a reduction block runs in parallel from this many MACs
+# Parallel loops only where the pool's launch and barrier (L = 3.0 us on 2 threads, the
+# fastest of bench/parallel_cost.py's alternated repeats at nice -10, load 4.5; 7.4 us at
+# nice 15) are at most a sixth of the serial time T, so that with a second core free the
+# loop takes T/2 + L <= 2T/3: T >= 6L = 18 us, at the default conv's 50-57 MACs/ns (the
+# 2.36M-MAC 3x3 convs: 41-47 us serial) about 1M MACs. resnet_mini's six 1.2-2.4M-MAC convs
+# qualify, its 0.44M-MAC stem does not. Whether a second core is free is decided when a run
+# starts (targets/host_cores.py threads_for): a busy machine gets one thread, which runs the
+# chunks (_parallel_chunks) with the serial loop's code. docs/tuning.md, "threads".
+PARALLEL_MIN_MACS = 1 << 20  # a reduction block runs in parallel from this many MACs
 PARALLEL_MIN_ELEMENTS = 1 << 22  # a spatial block from this many elements
 UNROLL_MAX_STEPS = 16  # pragma_auto_unroll_max_step on scheduled loop nests
 
@@ -201,6 +204,9 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
             outer.append(loops[i])
     sch.reorder(*outer, *reduce, *inner_reg, *inner_vec)
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    chunks = _parallel_chunks(_extent(sch, fused), macs, options)
+    if chunks > 1:  # one chunk per core, each a loop of constant extent (see _parallel_chunks)
+        chunk, fused = sch.split(fused, [chunks, None])
 
     write_back = sch.cache_write(block, 0, "local")
     _inline_epilogue(sch, write_back)
@@ -212,11 +218,22 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
     _vectorize_innermost(sch, write_back, options)
     sch.annotate(fused, "pragma_auto_unroll_max_step", UNROLL_MAX_STEPS)
     sch.annotate(fused, "pragma_unroll_explicit", 1)
-    if macs >= PARALLEL_MIN_MACS and options.num_cores > 1 and _extent(sch, fused) > 1:
-        sch.parallel(fused)
+    if chunks > 1:
+        sch.parallel(chunk)
     if reduce:  # last: vectorize and parallel need the block with its init
         init = sch.decompose_reduction(block, reduce[0])
         _vectorize_innermost(sch, init, options)
+
+
+def _parallel_chunks(extent: int, macs: int, options: ScheduleOptions) -> int:
+    """How many parallel chunks a reduction's fused outer loop of `extent` is split into: 1
+    (serial) below PARALLEL_MIN_MACS, else the largest divisor of `extent` up to the
+    compiler's num-cores. One chunk per thread of the pool, each an inner loop of constant
+    extent: on fewer threads (the pool sized to the cores free when the run starts,
+    targets/host_cores.py) one thread runs several chunks with the serial loop's code."""
+    if macs < PARALLEL_MIN_MACS or options.num_cores < 2:
+        return 1
+    return _largest_divisor(extent, options.num_cores)
 
 
 def _register_tile(
