@@ -139,6 +139,7 @@ class OpPlan:
     # (tensor, buffers): its loads into these buffers wait for that tensor in the estimate
     # until SRAM is allocated (prefetch.refine_waits)
     provisional_wait: tuple[str, frozenset[str]] | None = None
+    cascade: bool = False  # estimated and ordered together with the layer before (cascade.py)
 
     @property
     def working_set_bytes(self) -> int:

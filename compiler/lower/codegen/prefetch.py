@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from vpuc.compiler.lower.codegen import tiling, transfer
+from vpuc.compiler.lower.codegen import cascade, tiling, transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
 from vpuc.compiler.lower.codegen.plan import OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
@@ -99,17 +99,31 @@ def estimate_cycles(
     clock = clock or Clock()
     spans = []
     for index, plan in enumerate(plans[start:], start):
+        if plan.cascade and index > start:
+            continue  # estimated with the layer it is cascaded onto
         if no_sooner_than is not None and index in no_sooner_than[1]:
             if _no_sooner(clock, no_sooner_than[0][index], no_sooner_than[1][index]):
                 return None, spans
         if snapshots is not None:
             snapshots.append(clock.copy())
         before = clock.now
+        group = _cascaded(plans, index)
+        if len(group) > 1:  # a layer with the layers cascaded onto it: one pipeline
+            spans += [(before, end) for end in cascade.estimate_group(group, placement, target, clock)]
+            continue
         _layer(plan, placement, target, kept).estimate(clock, plan.op.output)
         spans.append((before, clock.now))
         if not plan.events:  # a view: ready when its source is
             clock.ready[plan.op.output] = max((clock.ready.get(t, 0) for t in plan.op.inputs), default=0)
     return clock.now, spans
+
+
+def _cascaded(plans: list[OpPlan], index: int) -> list[OpPlan]:
+    """plans[index] and the layers after it cascaded onto it, one onto the next (cascade.py)."""
+    stop = index + 1
+    while stop < len(plans) and plans[stop].cascade:
+        stop += 1
+    return plans[index:stop]
 
 
 def _layer(plan: OpPlan, placement: Placement, target: Target, kept: dict | None) -> Events:
