@@ -42,11 +42,15 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
     from vpuc.compiler.lower.codegen.prefetch import estimate_cycles
 
     mode = target.numerics.requant
-    best, _ = estimate_cycles(plans, placement, target)
+    snapshots: list = []  # the clock before every layer: a trial runs from its group's first
+    best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots)
     for index in range(1, len(plans)):
         producer, consumer = plans[index - 1], plans[index]
         if not producer.events or not consumer.events:
             continue
+        head = index - 1
+        while plans[head].cascade:
+            head -= 1
         saved = (list(producer.events), list(consumer.events), dict(consumer.choice))
         chosen = None
         for events, choice in _variants(consumer, placement, target):
@@ -60,7 +64,7 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
                     continue
                 producer.events, consumer.events = _linked(saved[0], events, deps, shift, index)
                 consumer.cascade = True
-                cycles, _ = estimate_cycles(plans, placement, target)
+                cycles, _ = estimate_cycles(plans, placement, target, head, snapshots[head].copy())
                 if cycles < best:
                     best, chosen = cycles, (list(producer.events), list(consumer.events), choice)
                 producer.events, consumer.events, consumer.cascade = list(saved[0]), list(saved[1]), False
@@ -68,6 +72,9 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
             producer.events, consumer.events, choice = chosen
             consumer.choice = {**choice, "cascade": True}
             consumer.cascade = True
+            later: list = []
+            estimate_cycles(plans, placement, target, head, snapshots[head].copy(), later)
+            snapshots[head:] = later
 
 
 def _variants(consumer: OpPlan, placement, target):

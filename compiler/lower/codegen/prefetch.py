@@ -99,8 +99,10 @@ def estimate_cycles(
     clock = clock or Clock()
     spans = []
     for index, plan in enumerate(plans[start:], start):
-        if plan.cascade and index > start:
-            continue  # estimated with the layer it is cascaded onto
+        if plan.cascade and index > start:  # estimated with the layer it is cascaded onto
+            if snapshots is not None:
+                snapshots.append(snapshots[-1])  # (the clock before that layer's group)
+            continue
         if no_sooner_than is not None and index in no_sooner_than[1]:
             if _no_sooner(clock, no_sooner_than[0][index], no_sooner_than[1][index]):
                 return None, spans
