@@ -29,7 +29,7 @@ from vpuc.compiler.lower.codegen.plan import OpPlan
 from vpuc.compiler.lower.codegen.tiling import Context
 from vpuc.targets.isa.footprint import footprint
 
-CASCADE = False  # search cascaded hand-overs (off: every layer after the one before, as before)
+CASCADE = True  # search cascaded hand-overs (off: every layer after the one before)
 
 SHIFT_STEPS = (0.0, 0.5, 1.0, 2.0)  # how far short of the largest shift to try as well
 

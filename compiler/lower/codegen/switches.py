@@ -22,6 +22,7 @@ from vpuc.compiler.lower.codegen import (
 # (module, name): module constants whose value changes the program the code generator emits
 SWITCHES = (
     (cascade, "CASCADE"),  # layers cascaded onto the layer before where the estimate gains
+    (cascade, "SHIFT_STEPS"),  # how far short of the largest shift the search tries too
     (emit, "ATTEMPTS"),  # the SRAM budget factors tried in turn
     (prefetch, "PREFETCH_DEPTH"),
     (prefetch, "PREFETCH_KEY"),
