@@ -177,6 +177,8 @@ def estimate_group(group: list[OpPlan], placement, target, clock) -> list[int]:
             for name, _ in events[i].writes:
                 if isinstance(name, str) and not name.startswith("~"):
                     clock.ready[name] = ended
+        for name in events[i].marks:
+            clock.ready[name] = max(clock.ready.get(name, 0), ended)
     for plan, ended in zip(group, ends, strict=True):
         clock.ready[plan.op.output] = ended
     return ends

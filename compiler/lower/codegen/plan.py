@@ -118,6 +118,7 @@ class Event:
     reads: list[tuple[str, int]] = field(default_factory=list)  # (buffer, slot)
     writes: list[tuple[str, int]] = field(default_factory=list)
     tensors: list[str] = field(default_factory=list)  # tensors it reads; a prefetched buffer
+    marks: list[str] = field(default_factory=list)  # names its end is a ready time of (Clock.ready)
 
 
 @dataclass

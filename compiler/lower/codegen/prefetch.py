@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from vpuc.compiler.lower.codegen import cascade, tiling, transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
-from vpuc.compiler.lower.codegen.plan import OpPlan
+from vpuc.compiler.lower.codegen.plan import Addr, OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
 from vpuc.compiler.lower.codegen.tiling import Context, Events, spec_cycles
 from vpuc.targets import Target
@@ -250,24 +250,55 @@ def _after_the_layer_before_last(plans: list[OpPlan], plan: OpPlan, names: set[s
 
 def refine_waits(plans: list[OpPlan], placement: Placement) -> None:
     """Once SRAM is allocated, a load `_after_the_layer_before_last` made wait for the output
-    of the layer before last waits instead for the output of the latest layer before that
-    whose SRAM tensors or buffers share bytes with its buffers, or for nothing when none
-    does: the tokens make it wait for those accesses only (tinyconv's conv3 weights on
-    vpu-plus waited in the estimate for conv2, 296 cycles, and in the simulator for conv1)."""
+    of the layer before last waits instead for the events of the layers before it that touch
+    bytes its buffers take (an SRAM tensor or buffer they name: Event.marks), up to the
+    latest layer whose SRAM tensors or buffers share bytes with its buffers, or for nothing
+    when none does: the tokens make it wait for those accesses only (tinyconv's conv3
+    weights on vpu-plus waited in the estimate for conv2, 296 cycles, and in the simulator
+    for conv1; tinyconvnet's stage3 weights on `vpu`, cascaded, for stage2's last
+    requantisation where they overwrite its working buffers only)."""
     for plan in plans:
         if plan.provisional_wait is None:
             continue
         ready, names = plan.provisional_wait
         spans = [(b.address, b.address + b.nbytes) for b in plan.buffers if b.name in names]
-        found = next((plans[t].op.output for t in range(plan.index - 2, -1, -1)
+        found = next((t for t in range(plan.index - 2, -1, -1)
                       if _shares_bytes(plans, placement, t, spans)), None)  # fmt: skip
+        mark, touching = f"~{plan.index}.overwrites", False
+        ranges = _ranges(plans, placement)
+        for t in range(found + 1 if found is not None else 0):
+            marked = [
+                replace(event, marks=[*event.marks, mark]) if _touches(event, ranges, spans) else event
+                for event in plans[t].events
+            ]
+            touching = touching or any(mark in event.marks for event in marked)
+            plans[t].events = marked
         plan.events = [
-            replace(event, tensors=[t for t in event.tensors if t != ready] + ([found] if found else []))
+            replace(event, tensors=[t for t in event.tensors if t != ready] + ([mark] if touching else []))
             if event.what == "weights" and ready in event.tensors
             else event
             for event in plan.events
         ]
         plan.provisional_wait = None
+
+
+def _ranges(plans: list[OpPlan], placement: Placement) -> dict[str, tuple[int, int]]:
+    """The SRAM bytes of every buffer and SRAM storage, by the name an Addr gives."""
+    found = {s.name: (s.address, s.address + aligned(s.nbytes)) for s in placement.storages.values()
+             if s.home == "sram"}  # fmt: skip
+    found.update((b.name, (b.address, b.address + b.nbytes)) for other in plans for b in other.buffers)
+    return found
+
+
+def _touches(event, ranges: dict[str, tuple[int, int]], spans: list[tuple[int, int]]) -> bool:
+    """Whether an event's instructions name a buffer or SRAM tensor overlapping `spans`."""
+    for spec in event.specs:
+        for value in spec.fields.values():
+            if value.__class__ is Addr and value.base in ranges:
+                a0, a1 = ranges[value.base]
+                if any(a0 < b1 and b0 < a1 for b0, b1 in spans):
+                    return True
+    return False
 
 
 def _shares_bytes(plans: list[OpPlan], placement: Placement, t: int, spans: list[tuple[int, int]]) -> bool:
