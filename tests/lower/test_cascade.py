@@ -95,3 +95,19 @@ def test_a_weight_load_waits_for_the_last_access_to_its_bytes(zoo_dir):
         image[: len(program.blob)] = np.frombuffer(program.blob, np.uint8)
         simulated = Simulator(prepared.target).run(program.program, image).stats.total_cycles
         assert program.estimate["cycles"] == pytest.approx(simulated, rel=0.005)
+
+
+def test_a_chain_of_cascaded_layers_waits_on_every_layer_it_shares_bytes_with(zoo_dir):
+    """resnet_mini on vpu-plus: block1's convs, its add and block2's first conv are cascaded
+    one onto the next, so block2's tile fills run beside block1's second conv, whose
+    working buffers may share bytes with them (only neighbouring layers' buffers are kept
+    apart, emit.py): the tokens make the fills wait for that conv's accesses. The estimate
+    sees the dependencies on every layer of the chain (cascade.choose), not on the layer
+    before only, and stays within 0.5% of the simulation (2.4% below it, 18919 against
+    19382, with the layer before only)."""
+    prepared = prepare_model(zoo_dir / "resnet_mini.onnx", "vpu-plus", CompileOptions(calib_synthetic=8))
+    for program in prepared.programs:
+        image = np.zeros(program.dram_bytes, np.uint8)
+        image[: len(program.blob)] = np.frombuffer(program.blob, np.uint8)
+        simulated = Simulator(prepared.target).run(program.program, image).stats.total_cycles
+        assert program.estimate["cycles"] == pytest.approx(simulated, rel=0.005)

@@ -11,9 +11,9 @@ SRAM-resident tensors directly (a pool after a conv) may also take fewer rows a 
 first bands can run behind the conv's first requantisations.
 
 The estimate sees the same: a cascaded layer is estimated in one pipeline with the layer
-before (prefetch.estimate_cycles), its events depending on the events of that layer whose
-bytes they touch (the ISA's footprints, as sync.py reads them: `cross_deps`), not on the
-input tensor's last write. A hand-over is cascaded only where the estimate of the whole
+before (prefetch.estimate_cycles), its events depending on the events of that layer, and of
+every layer of a chain cascaded onto one another, whose bytes they touch (the ISA's
+footprints, as sync.py reads them: `cross_deps`), not on the input tensor's last write. A hand-over is cascaded only where the estimate of the whole
 subgraph is lower (`choose`); the switch CASCADE turns the search off.
 
     choose(plans, placement, target, resolve)   after addresses are known (emit._emit)
@@ -51,25 +51,35 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
         head = index - 1
         while plans[head].cascade:
             head -= 1
-        saved = (list(producer.events), list(consumer.events), dict(consumer.choice))
+        # the layers it would run beside: the group of the layer before, from its first
+        earlier = {g: list(plans[g].events) for g in range(head, index) if plans[g].events}
+        saved = (list(consumer.events), dict(consumer.choice))
+        lowest = min(e.key for e in earlier[head])
         chosen = None
         for events, choice in _variants(consumer, placement, target):
-            deps = cross_deps(producer.events, events, resolve, mode)
-            if not deps:
-                continue
-            room = min(events[e].key - producer.events[d].key for d, e in deps)
+            deps = {g: cross_deps(made, events, resolve, mode) for g, made in earlier.items()}
+            if not deps[index - 1]:
+                continue  # it reads nothing of the layer before
+            room = min(events[e].key - earlier[g][d].key for g, pairs in deps.items() for d, e in pairs)
+            room = min(room, min(e.key for e in events) - lowest)  # none of it before the group
             for step in SHIFT_STEPS:
                 shift = room - step
                 if shift <= 0:
                     continue
-                producer.events, consumer.events = _linked(saved[0], events, deps, shift, index)
+                linked, consumer.events = _linked(earlier, events, deps, shift, index)
+                for g, made in linked.items():
+                    plans[g].events = made
                 consumer.cascade = True
                 cycles, _ = estimate_cycles(plans, placement, target, head, snapshots[head].copy())
                 if cycles < best:
-                    best, chosen = cycles, (list(producer.events), list(consumer.events), choice)
-                producer.events, consumer.events, consumer.cascade = list(saved[0]), list(saved[1]), False
+                    best, chosen = cycles, (linked, list(consumer.events), choice)
+                for g, made in earlier.items():
+                    plans[g].events = list(made)
+                consumer.events, consumer.cascade = list(saved[0]), False
         if chosen is not None:
-            producer.events, consumer.events, choice = chosen
+            linked, consumer.events, choice = chosen
+            for g, made in linked.items():
+                plans[g].events = made
             consumer.choice = {**choice, "cascade": True}
             consumer.cascade = True
             later: list = []
@@ -119,25 +129,28 @@ def _meet(a: list, b: list) -> bool:
     return any(m == n and max(s, t) < min(e, f) for m, s, e in a for n, t, f in b)
 
 
-def _linked(producer: list, consumer: list, deps: list[tuple[int, int]], shift: float, index: int):
-    """The two layers' events with the consumer's keys lowered by `shift` and, for the
-    estimate, each dependency as a pseudo slot the producer's event writes and the
-    consumer's reads (Events.dependencies orders them; a layer estimated alone ignores them)."""
-    writes: dict[int, list] = {}
+def _linked(earlier: dict[int, list], consumer: list, deps: dict, shift: float, index: int):
+    """The events of the layers of the group (by layer) and the consumer's, its keys lowered
+    by `shift`; for the estimate, each dependency as a pseudo slot the earlier layer's event
+    writes and the consumer's reads (Events.dependencies orders them; a layer estimated
+    alone ignores them)."""
     reads: dict[int, list] = {}
-    for d, e in deps:
-        slot = (f"~{index}", d * len(consumer) + e)
-        writes.setdefault(d, []).append(slot)
-        reads.setdefault(e, []).append(slot)
-    linked_producer = [
-        replace(event, writes=[*event.writes, *writes[d]]) if d in writes else event
-        for d, event in enumerate(producer)
-    ]
+    linked = {}
+    for g, made in earlier.items():
+        writes: dict[int, list] = {}
+        for d, e in deps[g]:
+            slot = (f"~{index}.{g}", d * len(consumer) + e)
+            writes.setdefault(d, []).append(slot)
+            reads.setdefault(e, []).append(slot)
+        linked[g] = [
+            replace(event, writes=[*event.writes, *writes[d]]) if d in writes else event
+            for d, event in enumerate(made)
+        ]
     linked_consumer = [
         replace(event, key=event.key - shift, reads=[*event.reads, *reads.get(e, ())])
         for e, event in enumerate(consumer)
     ]
-    return linked_producer, linked_consumer
+    return linked, linked_consumer
 
 
 def estimate_group(group: list[OpPlan], placement, target, clock) -> list[int]:
