@@ -13,8 +13,9 @@ first bands can run behind the conv's first requantisations.
 The estimate sees the same: a cascaded layer is estimated in one pipeline with the layer
 before (prefetch.estimate_cycles), its events depending on the events of that layer, and of
 every layer of a chain cascaded onto one another, whose bytes they touch (the ISA's
-footprints, as sync.py reads them: `cross_deps`), not on the input tensor's last write. A hand-over is cascaded only where the estimate of the whole
-subgraph is lower (`choose`); the switch CASCADE turns the search off.
+footprints, as sync.py reads them: `cross_deps`), not on the input tensor's last write. A
+hand-over is cascaded only where the estimate of the whole subgraph is lower (`choose`);
+the switch CASCADE turns the search off.
 
     choose(plans, placement, target, resolve)   after addresses are known (emit._emit)
 """
@@ -43,6 +44,7 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
 
     mode = target.numerics.requant
     snapshots: list = []  # the clock before every layer: a trial runs from its group's first
+    seen: dict = {}  # each event's accesses (cross_deps), by its specs
     best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots)
     for index in range(1, len(plans)):
         producer, consumer = plans[index - 1], plans[index]
@@ -57,7 +59,7 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
         lowest = min(e.key for e in earlier[head])
         chosen = None
         for events, choice in _variants(consumer, placement, target):
-            deps = {g: cross_deps(made, events, resolve, mode) for g, made in earlier.items()}
+            deps = {g: cross_deps(made, events, resolve, mode, seen) for g, made in earlier.items()}
             if not deps[index - 1]:
                 continue  # it reads nothing of the layer before
             room = min(events[e].key - earlier[g][d].key for g, pairs in deps.items() for d, e in pairs)
@@ -102,27 +104,40 @@ def _variants(consumer: OpPlan, placement, target):
         yield ev.events, dict(plan.choice)
 
 
-def cross_deps(producer: list, consumer: list, resolve, mode: str) -> list[tuple[int, int]]:
+def cross_deps(
+    producer: list, consumer: list, resolve, mode: str, seen: dict | None = None
+) -> list[tuple[int, int]]:
     """(producer event, consumer event) pairs where the consumer's instructions read or
     write bytes the producer's write, or write bytes they read (bounding intervals, as
-    sync.py takes them)."""
-    made = [_touched(e, resolve, mode) for e in producer]
-    used = [_touched(e, resolve, mode) for e in consumer]
+    sync.py takes them). `seen`: the events' accesses already found, by their specs."""
+    seen = {} if seen is None else seen
+    made = [_touched(e, resolve, mode, seen) for e in producer]
+    used = [_touched(e, resolve, mode, seen) for e in consumer]
     pairs = []
-    for d, (p_reads, p_writes) in enumerate(made):
-        for e, (c_reads, c_writes) in enumerate(used):
+    for d, (p_reads, p_writes, p_box) in enumerate(made):
+        for e, (c_reads, c_writes, c_box) in enumerate(used):
+            if not _meet(c_box, p_box):
+                continue
             if _meet(c_reads, p_writes) or _meet(c_writes, p_writes) or _meet(c_writes, p_reads):
                 pairs.append((d, e))
     return pairs
 
 
-def _touched(event, resolve, mode: str) -> tuple[list, list]:
-    reads, writes = [], []
+def _touched(event, resolve, mode: str, seen: dict) -> tuple[list, list, list]:
+    """An event's reads and writes as (memory, start, stop), and their span in each memory."""
+    found = seen.get(id(event.specs))
+    if found is not None and found[0] is event.specs:
+        return found[1]
+    reads, writes, box = [], [], {}
     for spec in event.specs:
         for access in footprint(spec.build(resolve), mode):
             region = access.region
             (writes if access.write else reads).append((access.memory, region.start, region.stop))
-    return reads, writes
+            lo, hi = box.get(access.memory, (region.start, region.stop))
+            box[access.memory] = (min(lo, region.start), max(hi, region.stop))
+    touched = (reads, writes, [(m, lo, hi) for m, (lo, hi) in box.items()])
+    seen[id(event.specs)] = (event.specs, touched)  # (the list kept: its id stays its own)
+    return touched
 
 
 def _meet(a: list, b: list) -> bool:
