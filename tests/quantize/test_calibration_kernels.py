@@ -41,7 +41,9 @@ def _quantize(zoo_optimised, name: str, target: str, **kwargs):
 
 
 @pytest.mark.parametrize(
-    ("name", "target", "kwargs"), CASES, ids=[f"{n}-{t}" for n, t, _ in CASES[:-1]] + ["tinyconvnet-auto-floor"]
+    ("name", "target", "kwargs"),
+    CASES,
+    ids=[f"{n}-{t}" for n, t, _ in CASES[:-1]] + ["tinyconvnet-auto-floor"],
 )
 def test_fused_kernels_give_the_op_by_op_bits(zoo_optimised, monkeypatch, name, target, kwargs):
     fused = _quantize(zoo_optimised, name, target, **kwargs)

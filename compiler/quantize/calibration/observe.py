@@ -72,10 +72,11 @@ class Observer:
         self, data: CalibrationData, extra: tuple[np.ndarray, ...] = (), converted: tuple = ()
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         """run() for every sample of `data`, inputs taken in main's param order, then `extra`
-        (the switch vector of a switchable module, switch.py), then `converted`."""
+        (the switches of a switchable module, switch.py; converted once), then `converted`."""
         stacks = list(data.samples.values())
+        tail = (*(compat.to_tvm(x) for x in extra), *converted)
         for index in range(data.count):
-            yield self.run([stack[index, ...] for stack in stacks] + list(extra), converted)
+            yield self.run([stack[index, ...] for stack in stacks], tail)
 
 
 def _built(mod: tvm.IRModule, llvm_target: str):
