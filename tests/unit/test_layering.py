@@ -54,10 +54,14 @@ def test_dependency_rule(folder):
 # modules of its own stage or an earlier one (DESIGN.md, Layout). The code generator
 # (op list, planner, tilers, emitter) comes before the partitioner because the partitioner
 # asks it whether a layer fits and what it costs (DESIGN.md contract 6); the Relax reader of
-# compiler/lower/ reads partitioned modules, so it comes after the quantiser. Commands sit on
-# top, each above the ones it may call, and the CLI above them all.
+# compiler/lower/ reads partitioned modules, so it comes after the quantiser. The host
+# build's kernel lowering and default schedules (host/tasks.py, host/defaults.py: TVM and
+# compat only) come right after the base: the quantiser builds its in-process modules from
+# them too (quantize/calibration/kernels.py). Commands sit on top, each above the ones it
+# may call, and the CLI above them all.
 STAGES = [
     ("base", ["errors", "compat"]),
+    ("host kernels", ["host.tasks", "host.defaults"]),
     ("frontend", ["frontend"]),
     ("passes", ["passes", "pipeline"]),
     ("code generator", ["lower.ops", "lower.errors", "lower.codegen"]),

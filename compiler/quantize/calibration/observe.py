@@ -2,8 +2,8 @@
 
 Calibration and the accuracy report both need values inside the graph: `expose` returns a
 copy of the module whose main also returns the named bindings, `Observer` builds it once
-for the host (relax.build, llvm; once per process for one module: `_built`) and runs it per
-sample:
+for the host (its kernels fused and scheduled as the host library's, kernels.py; once per
+process for one module: `_built`) and runs it per sample:
 
     main(x) -> out                 =>   main(x) -> (out..., binding_1, ..., binding_k)
 
@@ -19,6 +19,7 @@ import tvm
 from tvm import relax
 
 from vpuc.compiler import compat
+from vpuc.compiler.quantize.calibration import kernels
 from vpuc.compiler.quantize.calibration.data import CalibrationData
 
 
@@ -71,21 +72,23 @@ class Observer:
         self, data: CalibrationData, extra: tuple[np.ndarray, ...] = (), converted: tuple = ()
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         """run() for every sample of `data`, inputs taken in main's param order, then `extra`
-        (the switch vector of a switchable module, switch.py), then `converted`."""
+        (the switches of a switchable module, switch.py; converted once), then `converted`."""
         stacks = list(data.samples.values())
+        tail = (*(compat.to_tvm(x) for x in extra), *converted)
         for index in range(data.count):
-            yield self.run([stack[index, ...] for stack in stacks] + list(extra), converted)
+            yield self.run([stack[index, ...] for stack in stacks], tail)
 
 
 def _built(mod: tvm.IRModule, llvm_target: str):
-    """compat.build_host, memoised within the process by the module's structural hash (the
-    module itself checks a match): a float model compiled again (a script, the tests) gets
-    the executables its first compile built, whose results are the same bits."""
+    """compat.build_host of the module's fused, scheduled kernels (kernels.py), memoised
+    within the process by the module's structural hash (the module itself checks a match):
+    a float model compiled again (a script, the tests) gets the executables its first
+    compile built, whose results are the same bits."""
     key = (compat.structural_hash(mod), llvm_target)
     for cached, executable in _BUILT.get(key, ()):
         if compat.structural_equal(cached, mod):
             return executable
-    executable = compat.build_host(mod, llvm_target)
+    executable = compat.build_host(kernels.scheduled_kernels(mod, llvm_target), llvm_target)
     if sum(len(entries) for entries in _BUILT.values()) >= _BUILT_MAX:
         _BUILT.clear()
     _BUILT.setdefault(key, []).append((mod, executable))

@@ -64,7 +64,7 @@ class Run:
         probes = [p for p in self.probes if p.quantized in present]
         accuracy, reference_outputs = evaluate_with_reference(
             self.prepared.reference, self.observer, self.held_out, self.output_names, probes,
-            (switch_values(self.realized.switches, roots),), self.prepared.read(),
+            switch_values(self.realized.switches, roots), self.prepared.read(),
         )  # fmt: skip
         if self.evaluator is None:
             self.evaluator = Evaluator(

@@ -14,7 +14,7 @@ the int32 biases (their scale is the input's times the weight's; bias correction
 them) and the int8 weights (adaptive rounding). Lifted into parameters, they leave a
 module whose structure the plan alone fixes:
 
-    q = quantize(x, 0.0123f, -5i8)      =>   main(x, vpuc_switch, vpuc_qdq0, vpuc_qdq1, ...)
+    q = quantize(x, 0.0123f, -5i8)      =>   main(x, vpuc_switch0.., vpuc_qdq0, vpuc_qdq1, ...)
                                               q = quantize(x, vpuc_qdq0, vpuc_qdq1)
 
 So the plan is realised once with placeholder parameters and built (`OneBuild`); its
@@ -121,13 +121,15 @@ class OneBuild:
 
 class Bound:
     """An Observer of a lifted module with its constants bound: `over` takes what an
-    Observer of the module before lifting takes (the switch vector as `extra`, or `flags`
-    when given here)."""
+    Observer of the module before lifting takes (the switches as `extra`, or `flags` when
+    given here)."""
 
-    def __init__(self, observer: Observer, values: list[np.ndarray], flags: np.ndarray | None = None) -> None:
+    def __init__(
+        self, observer: Observer, values: list[np.ndarray], flags: tuple[np.ndarray, ...] | None = None
+    ) -> None:
         self.observer = observer
         self.names, self.shapes = observer.names, observer.shapes
-        self._flags = () if flags is None else (compat.to_tvm(flags),)
+        self._flags = () if flags is None else tuple(compat.to_tvm(f) for f in flags)
         self._tail = tuple(compat.to_tvm(v) for v in values)
 
     def over(
