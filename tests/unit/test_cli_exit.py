@@ -1,0 +1,64 @@
+"""The `vpuc` script ends without the interpreter's teardown (cli.console_main, issue 23:
+0.2-0.27 s of CPU after a compile), and still does what an exit must: stdout and stderr
+flushed into a pipe, atexit's handlers run, the command's exit code kept. Where a thread
+that is not a daemon still runs, the ordinary exit (which waits for it) runs instead.
+
+A child's __main__ holds an object whose __del__ writes "teardown": the interpreter's
+teardown runs it, a process ended by os._exit never does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+CHILD = """
+import atexit, os, sys, threading
+from vpuc.compiler import cli
+
+class Teardown:
+    def __del__(self, write=os.write):
+        write(1, b"\\nteardown\\n")
+
+marker = Teardown()
+atexit.register(print, "\\natexit")  # buffered: lost unless flushed after the handlers
+if os.environ.get("VPUC_TEST_THREAD"):
+    threading.Thread(target=threading.main_thread().join).start()  # ends when the exit begins
+sys.argv = ["vpuc", *sys.argv[1:]]
+cli.console_main()
+"""
+
+
+def _child(*argv: str, thread: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers
+    if thread:
+        env["VPUC_TEST_THREAD"] = "1"
+    return subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_targets_printed_whole_without_teardown():
+    """The JSON printed into a pipe parses and names every built-in target, what an atexit
+    handler printed is there, and the teardown never ran."""
+    from vpuc.targets import builtin_target_names
+
+    result = _child("targets", "--json")
+    assert result.returncode == 0, result.stderr
+    printed, rest = result.stdout.split("\natexit\n")
+    names = {entry["name"] for entry in json.loads(printed)}
+    assert names == set(builtin_target_names())
+    assert "teardown" not in rest
+
+
+def test_user_error_keeps_its_exit_code():
+    result = _child("compile", "/nonexistent/model.onnx", "--target", "vpu", "-o", "/nonexistent/x.vpub")
+    assert result.returncode == 2
+    assert "vpuc compile: /nonexistent/model.onnx" in result.stderr
+    assert "atexit" in result.stdout and "teardown" not in result.stdout
+
+
+def test_running_thread_gets_the_ordinary_exit():
+    """A thread that is not a daemon: the interpreter waits for it, then tears down."""
+    result = _child("targets", thread=True)
+    assert result.returncode == 0, result.stderr
+    assert "atexit" in result.stdout and "teardown" in result.stdout
