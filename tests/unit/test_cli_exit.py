@@ -34,7 +34,9 @@ def _child(*argv: str, thread: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers
     if thread:
         env["VPUC_TEST_THREAD"] = "1"
-    return subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_targets_printed_whole_without_teardown():
