@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
-def console_main() -> None:
+def console_main(argv: Sequence[str] | None = None) -> int:
     """The `vpuc` script's entry (and `python -m vpuc.compiler.cli`): main(), then the
     process ends without the interpreter's teardown, which frees every module and object one
     by one, TVM's among them: 0.2-0.27 s of CPU after a compile (docs/compile_time.md), a
@@ -79,8 +79,12 @@ def console_main() -> None:
     joins, logging's flush) and stdout and stderr are flushed; every file vpuc writes is
     closed by then (Artifact.save and the reports write in `with` blocks). Where a thread
     that is not a daemon still runs (the interpreter would wait for it), or a flush fails,
-    the ordinary exit runs instead."""
-    code = main()
+    the ordinary exit runs instead. Given `argv`, it is main(argv) and returns the exit code:
+    a caller running commands in its own process (the regression runner's worker loads this
+    entry point and calls it once per step) goes on."""
+    code = main(argv)
+    if argv is not None:
+        return code
     if not isinstance(code, int) or _threads_running():
         sys.exit(code)
     try:

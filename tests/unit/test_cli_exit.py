@@ -64,3 +64,23 @@ def test_running_thread_gets_the_ordinary_exit():
     result = _child("targets", thread=True)
     assert result.returncode == 0, result.stderr
     assert "atexit" in result.stdout and "teardown" in result.stdout
+
+
+def test_entry_point_called_with_arguments_returns():
+    """The regression runner's worker loads the `vpuc` entry point and calls it once per step
+    in its own process (compiler/regress/worker.py): given arguments, it returns the code."""
+    from importlib import metadata
+
+    (script,) = metadata.entry_points(group="console_scripts", name="vpuc")
+    code = "\n".join(
+        [
+            "from importlib import metadata",
+            "(script,) = metadata.entry_points(group='console_scripts', name='vpuc')",
+            "codes = [script.load()(['targets']), script.load()(['compile', '/nonexistent.onnx'])]",
+            "print('codes', codes)",
+        ]
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "codes [0, 2]"
+    assert script.value == "vpuc.compiler.cli:console_main"
