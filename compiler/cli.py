@@ -81,10 +81,12 @@ def console_main(argv: Sequence[str] | None = None) -> int:
     that is not a daemon still runs (the interpreter would wait for it), or a flush fails,
     the ordinary exit runs instead. Given `argv`, it is main(argv) and returns the exit code:
     a caller running commands in its own process (the regression runner's worker loads this
-    entry point and calls it once per step) goes on."""
-    code = main(argv)
+    entry point and calls it once per step) goes on, and keeps its garbage collector whole
+    (cli_commands.FREEZE_AFTER_IMPORTS)."""
     if argv is not None:
-        return code
+        return main(argv)
+    commands.FREEZE_AFTER_IMPORTS = True
+    code = main()
     if not isinstance(code, int) or _threads_running():
         sys.exit(code)
     try:

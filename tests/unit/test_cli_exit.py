@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 CHILD = """
-import atexit, os, sys, threading
+import atexit, gc, os, sys, threading
 from vpuc.compiler import cli
 
 class Teardown:
@@ -22,6 +22,7 @@ class Teardown:
         write(1, b"\\nteardown\\n")
 
 marker = Teardown()
+atexit.register(lambda: print("frozen", gc.get_freeze_count() > 0))  # runs last (atexit runs LIFO)
 atexit.register(print, "\\natexit")  # buffered: lost unless flushed after the handlers
 if os.environ.get("VPUC_TEST_THREAD"):
     threading.Thread(target=threading.main_thread().join).start()  # ends when the exit begins
@@ -84,3 +85,26 @@ def test_entry_point_called_with_arguments_returns():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "codes [0, 2]"
     assert script.value == "vpuc.compiler.cli:console_main"
+
+
+def test_compile_freezes_the_imports_only_in_its_own_process(tmp_path):
+    """`vpuc compile` in its own process freezes what its imports made out of the garbage
+    collector (cli_commands.FREEZE_AFTER_IMPORTS); called with arguments in a caller's
+    process, it leaves the collector alone. (A model that is not ONNX: refused after the
+    imports, exit 2.)"""
+    model = tmp_path / "not_a_model.onnx"
+    model.write_bytes(b"not a protobuf")
+    argv = ("compile", str(model), "--target", "cpu", "-o", str(tmp_path / "x.vpub"))
+    result = _child(*argv)
+    assert result.returncode == 2, result.stderr
+    assert "frozen True" in result.stdout
+    code = "\n".join(
+        [
+            "import gc, sys",
+            "from vpuc.compiler import cli",
+            f"code = cli.console_main({list(argv)!r})",
+            "print('code', code, 'frozen', gc.get_freeze_count() > 0)",
+        ]
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip().splitlines()[-1] == "code 2 frozen False", result.stderr
