@@ -23,9 +23,11 @@ with 141, as SIGPIPE ends other tools. Nothing here imports TVM until a command 
 from __future__ import annotations
 
 import argparse
+import atexit
 import errno
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 
@@ -66,6 +68,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # in argparse's own output (--help, --version, usage)
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+
+
+def console_main(argv: Sequence[str] | None = None) -> int:
+    """The `vpuc` script's entry (and `python -m vpuc.compiler.cli`): main(), then the
+    process ends without the interpreter's teardown, which frees every module and object one
+    by one, TVM's among them: 0.2-0.27 s of CPU after a compile (docs/compile_time.md), a
+    third of issue 23's 0.5 s after TVM's import. What an exit must do still happens:
+    atexit's handlers run (tempfile's and weakref.finalize's cleanup, multiprocessing's
+    joins, logging's flush) and stdout and stderr are flushed; every file vpuc writes is
+    closed by then (Artifact.save and the reports write in `with` blocks). Where a thread
+    that is not a daemon still runs (the interpreter would wait for it), or a flush fails,
+    the ordinary exit runs instead. Given `argv`, it is main(argv) and returns the exit code:
+    a caller running commands in its own process (the regression runner's worker loads this
+    entry point and calls it once per step) goes on, and keeps its garbage collector whole
+    (cli_commands.FREEZE_AFTER_IMPORTS)."""
+    if argv is not None:
+        return main(argv)
+    commands.FREEZE_AFTER_IMPORTS = True
+    code = main()
+    if not isinstance(code, int) or _threads_running():
+        sys.exit(code)
+    try:
+        atexit._run_exitfuncs()  # what CPython's own exit calls first; it clears what it ran
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe or stream: the ordinary exit reports it
+        sys.exit(code)
+    os._exit(code)
+
+
+def _threads_running() -> bool:
+    """Whether a thread that is not a daemon still runs (the interpreter's exit waits for it)."""
+    main_thread = threading.main_thread()
+    return any(t is not main_thread and t.is_alive() and not t.daemon for t in threading.enumerate())
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -344,4 +380,4 @@ def _parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -112,11 +112,11 @@ def build_host(mod: tvm.IRModule, llvm_target: str, kernel_asserts: bool = False
     (tests/quantize/test_calibration_build.py). The artifact's host library is built by
     compiler/host/build.py."""
     target = {**tvm.target.Target(llvm_target).export(), "opt-level": QUICK_BUILD_OPT_LEVEL}
-    with _pass_config({"tirx.disable_assert": not kernel_asserts}):
+    with pass_config({"tirx.disable_assert": not kernel_asserts}):
         return relax.build(mod, target=tvm.target.Target(target))
 
 
-def _pass_config(config: dict) -> tvm.transform.PassContext:
+def pass_config(config: dict) -> tvm.transform.PassContext:
     """The current PassContext with `config` added (its other settings kept)."""
     current = tvm.transform.PassContext.current()
     return tvm.transform.PassContext(
