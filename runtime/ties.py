@@ -261,8 +261,14 @@ def explained_by_ties(model: onnx.ModelProto, inputs: dict, ours: dict, within, 
             return int(mask.sum())
     if lsbs is None or count <= ALL_SUBSETS or count > DESCENT_TIES:
         return None
-    mask = _descent(count, lambda m: _excess(ours, run(m), lsbs))
-    return int(mask.sum()) if within(ours, run(mask)) is None else None
+    # Greedy from the first tie can stall where an upstream flip lowers the excess of a few
+    # elements and blocks the downstream flips that explain them all (vpu-a5abb9253f: three
+    # ties at a BatchNorm's output behind nine at its conv's): then from the last tie back.
+    for order in (range(count), range(count - 1, -1, -1)):
+        mask = _descent(count, lambda m: _excess(ours, run(m), lsbs), order)
+        if within(ours, run(mask)) is None:
+            return int(mask.sum())
+    return None
 
 
 def _excess(ours: dict, reference: dict, lsbs: dict) -> float:
@@ -283,13 +289,13 @@ def _excess(ours: dict, reference: dict, lsbs: dict) -> float:
     return total
 
 
-def _descent(count: int, excess) -> np.ndarray:
-    """Flips that lower `excess`, one near-tie element at a time, kept when they help."""
+def _descent(count: int, excess, order) -> np.ndarray:
+    """Flips that lower `excess`, one near-tie element at a time in `order`, kept when they help."""
     mask = np.zeros(count, bool)
     best, runs = excess(mask), 1
     for _ in range(DESCENT_PASSES):
         changed = False
-        for i in range(count):
+        for i in order:
             if best == 0.0 or runs >= DESCENT_RUNS:
                 return mask
             runs += 1
