@@ -27,7 +27,7 @@ from tvm import relax
 from vpuc.compiler import compat
 from vpuc.compiler.errors import CompileError, InternalError, last_line
 from vpuc.compiler.host.database import TuningDatabase, open_database
-from vpuc.compiler.host.defaults import ScheduleOptions, default_schedule
+from vpuc.compiler.host.defaults import ScheduleOptions, scheduled_or_as_written
 from vpuc.compiler.host.target import HostTarget, resolve_host_target
 from vpuc.compiler.host.tasks import extract_tasks, lower_to_kernels
 from vpuc.targets import Target
@@ -143,16 +143,6 @@ def schedule_host_module(
         "schedule_s": round(time.perf_counter() - start, 4),
     }
     return lowered, report
-
-
-def scheduled_or_as_written(kernel, options: ScheduleOptions):
-    """The default schedule, or the kernel as TVM wrote it where that schedule fails on it
-    (kernels with no root block or an unusual loop nest: CumSum, TopK, Scatter*, found by
-    ONNX's node tests; they compiled and passed before default schedules)."""
-    try:
-        return default_schedule(kernel, options)
-    except (RuntimeError, ValueError, IndexError, TypeError):  # TVM schedule errors, the rules
-        return kernel
 
 
 def lowering_pipeline(host: HostTarget) -> tvm.transform.Pass:

@@ -23,7 +23,8 @@ import tvm
 from tvm import relax
 
 from vpuc.compiler import compat
-from vpuc.compiler.host.build import lowering_pipeline, schedule_options, scheduled_or_as_written
+from vpuc.compiler.host.build import lowering_pipeline, schedule_options
+from vpuc.compiler.host.defaults import scheduled_or_as_written
 from vpuc.compiler.host.target import HostTarget
 from vpuc.compiler.host.tasks import Task, kernels
 

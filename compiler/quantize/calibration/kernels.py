@@ -22,7 +22,7 @@ from __future__ import annotations
 import tvm
 
 from vpuc.compiler import compat
-from vpuc.compiler.host.defaults import ScheduleOptions, default_schedule
+from vpuc.compiler.host.defaults import ScheduleOptions, scheduled_or_as_written
 from vpuc.compiler.host.tasks import kernels, lower_to_kernels
 
 FLOAT32_BITS = 32
@@ -38,15 +38,5 @@ def scheduled_kernels(mod: tvm.IRModule, llvm_target: str) -> tvm.IRModule:
     options = ScheduleOptions(vector_lanes=lanes, num_cores=CORES)
     lowered = lower_to_kernels(mod, target)
     for name, kernel in kernels(lowered).items():
-        lowered[name] = _scheduled_or_as_written(kernel, options)
+        lowered[name] = scheduled_or_as_written(kernel, options)
     return lowered
-
-
-def _scheduled_or_as_written(kernel, options: ScheduleOptions):
-    """The default schedule, or the kernel as TVM wrote it where that schedule fails on it,
-    as the host build takes it (host/build.py's scheduled_or_as_written, which this stage
-    may not import)."""
-    try:
-        return default_schedule(kernel, options)
-    except (RuntimeError, ValueError, IndexError, TypeError):  # TVM schedule errors, the rules
-        return kernel
