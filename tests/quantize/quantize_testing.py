@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from vpuc.compiler import compat
 from vpuc.compiler.frontend import import_model
 from vpuc.compiler.pipeline import optimize_imported
 from vpuc.examples import zoo
@@ -34,3 +35,17 @@ def without_timings(report):
     if isinstance(report, list):
         return [without_timings(v) for v in report]
     return report
+
+
+def assert_same_quantisation(new, old) -> None:
+    """Two quantise() results alike: the same tensors with byte-equal scales and zero points,
+    the same QDQ module (its int8 weights and int32 biases are constants of it), the same
+    accuracy report but for timings, and a report with a sensitivity and layers."""
+    assert len(new.tensors) >= 3
+    assert [t.tensor for t in new.tensors] == [t.tensor for t in old.tensors]
+    for a, b in zip(new.tensors, old.tensors, strict=True):
+        assert a.params.scale.tobytes() == b.params.scale.tobytes(), a.tensor
+        assert a.params.zero_point.tobytes() == b.params.zero_point.tobytes(), a.tensor
+    assert compat.structural_equal(new.mod, old.mod)
+    assert without_timings(new.accuracy) == without_timings(old.accuracy)
+    assert new.accuracy["sensitivity"] and new.accuracy["layers"]
