@@ -32,6 +32,12 @@ def is_qdq_model(path: str) -> bool:
     return any(n.op_type == "QuantizeLinear" and n.input[0] not in constants for n in model.graph.node)
 
 
+def has_integer_kernels(path: str) -> bool:
+    """Is it a QOperator model (onnxruntime's QLinear* and QGemm nodes: int8 in, int8 out,
+    computed by onnxruntime's integer kernels)?"""
+    return any(n.op_type.startswith("QLinear") or n.op_type == "QGemm" for n in _load(str(path)).graph.node)
+
+
 def output_steps(path: str) -> dict[str, float | None]:
     """Each graph output's LSB in its own units: 1 for an integer output, the scale of the
     DequantizeLinear producing a float one, None when it has no single step."""

@@ -168,7 +168,9 @@ def _print_check(console: Console, check: dict[str, Any]) -> None:
                 "float noise) taken the other way: a later layer's gain carried them "
                 "(docs/metrics.md)"
             )
-    if check["numerics"] != "int8":
+    if check["numerics"] != "int8" and model is not None:
+        rule = f"QOperator model <= {model['tolerance_lsb']} LSB"
+    elif check["numerics"] != "int8":
         rule = "rel err <= " + str(part.get("tolerance_rel_err"))
     else:
         rule = f"each VPU layer <= {check['qdq']['tolerance_lsb']} LSB; SQNR >= floor"

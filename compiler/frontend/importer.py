@@ -29,6 +29,7 @@ from vpuc.compiler.frontend.load import load_model
 from vpuc.compiler.frontend.lstm import unroll_lstms
 from vpuc.compiler.frontend.names import name_nodes
 from vpuc.compiler.frontend.qdq_check import check_qdq_onnx
+from vpuc.compiler.frontend.qoperator import rewrite_qoperator_ops
 from vpuc.compiler.frontend.shapes import (
     TensorSpec,
     check_static_shapes,
@@ -75,7 +76,9 @@ def import_model(
     bound = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in bound_names}
     model = fix_input_shapes(model, name, input_shapes or {})  # a copy from here on
     name_nodes(model)
+    model, rewritten = rewrite_qoperator_ops(model, name)
     model, decomposed = decompose_integer_ops(model)
+    decomposed = rewritten + decomposed
     model, unrolled = unroll_lstms(model)
     decomposed += unrolled
     folded = fold_shape_computations(model, name)
