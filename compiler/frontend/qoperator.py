@@ -200,6 +200,12 @@ def _gemm(r: _Rewrite) -> list:
 
 
 def _unary(r: _Rewrite) -> list:
+    attrs = {a.name: helper.get_attribute_value(a) for a in r.node.attribute}
+    if r.node.op_type == "QLinearSoftmax" and attrs.get("opset", 13) < 13:
+        raise FrontendError(
+            f"{r.model_name}: node '{r.label}' (QLinearSoftmax): opset {attrs['opset']}'s softmax over "
+            "the input flattened to 2-D is not supported (opset 13's, over one axis, is)"
+        )
     x = r.dequantize(r.arg(0), r.arg(1), r.arg(2), "x")
     return r.quantize(r.op(_UNARY[r.node.op_type], [x], **r.attrs()), r.arg(3), r.arg(4))
 

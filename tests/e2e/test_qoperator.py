@@ -210,3 +210,33 @@ def test_qoperator_node_vpuc_cannot_rewrite_is_one_line(tmp_path, scale_input, c
     assert compiled.returncode == 2, compiled.stderr
     assert said in compiled.stderr and len(compiled.stderr.strip().splitlines()) == 1, compiled.stderr
     assert not (tmp_path / "bad.vpub").exists()
+
+
+def test_qoperator_softmax_head_on_the_vpu(tmp_path):
+    """QLinearMatMul -> QLinearSoftmax (a classifier's head): on u55-256, whose op list has
+    Softmax, both run on the VPU and the output is onnxruntime's kernels' within a step."""
+    rng = np.random.default_rng(4)
+    weight = numpy_helper.from_array((rng.standard_normal((64, 10)) * 0.3).astype(np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Softmax", ["m"], ["y"], axis=-1)],
+        "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [weight],
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "float.onnx")
+    samples = [{"x": rng.standard_normal((1, 64)).astype(np.float32)} for _ in range(16)]
+    quantize_static(
+        str(tmp_path / "float.onnx"), str(tmp_path / "q.onnx"), _Samples(samples),
+        quant_format=QuantFormat.QOperator, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+    )  # fmt: skip
+    model = onnx.load(tmp_path / "q.onnx")
+    assert {"QLinearMatMul", "QLinearSoftmax"} <= {n.op_type for n in model.graph.node}
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    compiled = _vpuc("compile", tmp_path / "q.onnx", "--target", "u55-256", "-o", tmp_path / "q.vpub")
+    assert compiled.returncode == 0, compiled.stderr
+    assert "0 VPU subgraphs" not in compiled.stdout, compiled.stdout
+    ran = _vpuc("run", tmp_path / "q.vpub", "--inputs", tmp_path / "x.npz", "--outputs", tmp_path / "y.npz")
+    assert ran.returncode == 0, ran.stderr
+    with np.load(tmp_path / "y.npz") as got:
+        steps = np.abs(got["y"] - _ort(tmp_path / "q.onnx", x)) / _output_scale(model)
+    assert steps.max() <= 1.01, steps
