@@ -200,8 +200,8 @@ class _Decomposer(PyExprMutator):
                 relax.const(np.zeros(channels, np.int32), "int32"), 0, "float32",
             )  # fmt: skip
         conv = self._emit(
-            relax.op.nn.conv2d(
-                data, weight, groups=channels, data_layout="NHWC" if nhwc else "NCHW",
+            relax.op.nn.conv2d(  # x as rewritten (a mean before it may be a conv now)
+                self.visit_expr(data), weight, groups=channels, data_layout="NHWC" if nhwc else "NCHW",
                 kernel_layout="OHWI" if nhwc else "OIHW",
             ),
             f"{var.name}_conv", var,
