@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from fuzz_graphs import float_graphs, random_inputs
 from hypothesis import reject
 from hypothesis import strategies as st
@@ -29,7 +30,9 @@ class _Samples(CalibrationDataReader):
         return next(self._samples, None)
 
 
-def quantize(model: onnx.ModelProto, seed: int, activation: str, per_channel: bool) -> onnx.ModelProto:
+def quantize(
+    model: onnx.ModelProto, seed: int, activation: str, per_channel: bool, quant_format=QuantFormat.QDQ
+) -> onnx.ModelProto:
     activation_type = QuantType.QInt8 if activation == "int8" else QuantType.QUInt8
     logging.disable(logging.WARNING)
     try:
@@ -37,7 +40,7 @@ def quantize(model: onnx.ModelProto, seed: int, activation: str, per_channel: bo
             source, target = Path(workdir) / "float.onnx", Path(workdir) / "qdq.onnx"
             onnx.save(model, source)
             quantize_static(
-                str(source), str(target), _Samples(model, seed), quant_format=QuantFormat.QDQ,
+                str(source), str(target), _Samples(model, seed), quant_format=quant_format,
                 per_channel=per_channel, activation_type=activation_type, weight_type=QuantType.QInt8,
             )  # fmt: skip
             return onnx.load(target)
@@ -58,6 +61,30 @@ def qdq_graphs(draw, graphs=None) -> tuple[onnx.ModelProto, int]:
         reject()
     if not any(node.op_type == "QuantizeLinear" for node in quantized.graph.node):
         reject()  # nothing it could quantise (a lone Flatten): a float model, the cpu test's job
+    return quantized, seed
+
+
+@st.composite
+def qoperator_graphs(draw) -> tuple[onnx.ModelProto, int]:
+    """(QOperator model, seed): the same float graphs through quantize_static in onnxruntime's
+    QOperator format (QLinearConv, QLinearAdd, ...: computed by its integer kernels)."""
+    model, seed = draw(float_graphs(quantizable=True))
+    activation = draw(st.sampled_from(["int8", "uint8"]))
+    per_channel = draw(st.booleans())
+    try:
+        quantized = quantize(model, seed, activation, per_channel, QuantFormat.QOperator)
+    except Exception:  # onnxruntime's quantiser fails on some valid graphs: not ours to test
+        reject()
+    if not any(
+        node.op_type.startswith("QLinear") or node.op_type == "QGemm" for node in quantized.graph.node
+    ):
+        reject()  # no QOperator node: the QDQ test's graphs
+    try:  # onnxruntime's kernels refuse some of its quantiser's models (QLinearMatMul with a
+        # per-column zero point on a 3-D input): no reference, not ours to test
+        session = ort.InferenceSession(quantized.SerializeToString(), providers=["CPUExecutionProvider"])
+        session.run(None, random_inputs(quantized, seed))
+    except Exception:
+        reject()
     return quantized, seed
 
 

@@ -3,7 +3,8 @@ onnxruntime (tests/fuzz/fuzz_check.py has the property and the tolerances).
 
     cpu        float graphs (fuzz_graphs.float_graphs) against onnxruntime's float answer
     vpu, vpu-plus, u55-256   the same graphs quantised by onnxruntime's quantize_static (QDQ), against
-               onnxruntime on that QDQ model, within 1 LSB of each output's quantisation
+               onnxruntime on that QDQ model, within 1 LSB of each output's quantisation;
+               and (vpu, vpu-plus) in its QOperator format, against its integer kernels
 
 CI runs a bounded, derandomised number of examples; many more, with fresh randomness:
 
@@ -21,13 +22,14 @@ import pytest
 from fuzz_check import check_example
 from fuzz_exports import export_graphs
 from fuzz_graphs import float_graphs, random_inputs
-from fuzz_qdq import qdq_graphs
+from fuzz_qdq import qdq_graphs, qoperator_graphs
 from hypothesis import HealthCheck, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase as ExampleDatabase
 
 LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
 CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12, "u55-256": 6}
 CI_EXPORT_EXAMPLES = 4  # per target: the exports' forms (fuzz_exports.py)
+CI_QOPERATOR_EXAMPLES = 4  # per target: onnxruntime's QOperator format
 
 
 def _settings(target: str, ci_examples: int | None = None, database: str = "fuzz"):
@@ -79,6 +81,26 @@ def test_export_forms_match_qdq_reference(target):
             random_inputs(model, seed),
             "qdq",
             f"test_export_forms_match_qdq_reference-{target}",
+        )
+
+    run()
+
+
+@pytest.mark.parametrize("target", ["vpu", "vpu-plus"])
+def test_qoperator_forms_match_onnxruntime_kernels(target):
+    """The same graphs quantised in onnxruntime's QOperator format (frontend/qoperator.py reads
+    them as QDQ), against onnxruntime's integer kernels on the QOperator model."""
+
+    @_settings(target, CI_QOPERATOR_EXAMPLES, database="qoperator")
+    @given(qoperator_graphs())
+    def run(graph):
+        model, seed = graph
+        check_example(
+            model,
+            target,
+            random_inputs(model, seed),
+            "qdq",
+            f"test_qoperator_forms_match_onnxruntime_kernels-{target}",
         )
 
     run()
