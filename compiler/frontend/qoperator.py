@@ -26,6 +26,11 @@ onnxruntime's quantiser writes it in a QDQ model. Ops other than these that take
 tensors between them (MaxPool, Reshape, Flatten, Transpose ...) stay as they are: ONNX
 defines them on int8 and uint8.
 
+onnxruntime's quantiser writes com.microsoft QuantizeLinear / DequantizeLinear where the
+model's opset lacks a type it uses (int4 weights below opset 21): the same ops, written
+as the standard ones, int4 and uint4 constants widened to int8 and uint8 (the same values;
+int16 stays, and the QDQ check names it).
+
 The float op keeps the node's name, so reports name the node the user's model has; its
 DequantizeLinear and QuantizeLinear parts are named `<node>/dq_<input>` and `<node>/q`.
 A scale or zero point that is not a constant, or a QLinearAveragePool /
@@ -90,7 +95,12 @@ def _rule(node: onnx.NodeProto):
         return _binary
     if node.op_type in _POOLS:
         return _pool
-    return {"QGemm": _gemm, "QLinearConcat": _concat}.get(node.op_type)
+    return {
+        "QGemm": _gemm,
+        "QLinearConcat": _concat,
+        "QuantizeLinear": _contrib_qdq,
+        "DequantizeLinear": _contrib_qdq,
+    }.get(node.op_type)
 
 
 class _Rewrite:
@@ -232,6 +242,21 @@ def _concat(r: _Rewrite) -> list:
     triples = [r.node.input[i : i + 3] for i in range(2, len(r.node.input), 3)]
     parts = [r.dequantize(x, s, z, f"{k}") for k, (x, s, z) in enumerate(triples)]
     return r.quantize(r.op("Concat", parts, **r.attrs()), r.arg(0), r.arg(1))
+
+
+_WIDER = {"int4": np.int8, "uint4": np.uint8}  # numpy's names of ONNX's INT4 and UINT4 (ml_dtypes)
+
+
+def _contrib_qdq(r: _Rewrite) -> list:
+    """com.microsoft QuantizeLinear / DequantizeLinear as the standard op; int4/uint4 constants
+    widened."""
+    inputs = []
+    for name in r.node.input:
+        value = r.constants.get(name)
+        wider = None if value is None else _WIDER.get(str(value.dtype))
+        inputs.append(name if wider is None else r.w.constant(f"{name}_8bit", value.astype(wider)))
+    attrs = {a.name: helper.get_attribute_value(a) for a in r.node.attribute}
+    return [helper.make_node(r.node.op_type, inputs, list(r.node.output), name=r.label, **attrs)]
 
 
 def _at_least_opset_13(model: onnx.ModelProto, name: str) -> onnx.ModelProto:

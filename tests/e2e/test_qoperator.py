@@ -240,3 +240,35 @@ def test_qoperator_softmax_head_on_the_vpu(tmp_path):
     with np.load(tmp_path / "y.npz") as got:
         steps = np.abs(got["y"] - _ort(tmp_path / "q.onnx", x)) / _output_scale(model)
     assert steps.max() <= 1.01, steps
+
+
+def test_int4_weights_in_contrib_qdq_run_as_int8(folder):
+    """onnxruntime's quantiser with int4 weights on an opset-13 model writes com.microsoft
+    QuantizeLinear / DequantizeLinear (int4 needs opset 21): read as the standard ops with
+    the int4 weights widened to int8 (the same values), every layer on vpu-plus's VPU, and
+    the output onnxruntime's on that model. int16 activations stay a one-line refusal."""
+    samples = [{"x": np.random.default_rng(k).standard_normal(SHAPE).astype(np.float32)} for k in range(8)]
+    quantize_static(
+        str(folder / "float.onnx"), str(folder / "w4.onnx"), _Samples(samples), quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt8, weight_type=QuantType.QInt4,
+    )  # fmt: skip
+    model = onnx.load(folder / "w4.onnx")
+    assert {(n.domain, n.op_type) for n in model.graph.node} >= {("com.microsoft", "DequantizeLinear")}
+    artifact, out = folder / "w4.vpub", folder / "w4.npz"
+    compiled = _vpuc("compile", folder / "w4.onnx", "--target", "vpu-plus", "-o", artifact)
+    assert compiled.returncode == 0, compiled.stderr
+    assert "1 VPU subgraphs" in compiled.stdout, compiled.stdout
+    assert _vpuc("run", artifact, "--inputs", folder / "x.npz", "--outputs", out).returncode == 0
+    with np.load(out) as got, np.load(folder / "x.npz") as x:
+        expected = _ort(folder / "w4.onnx", x["x"])
+        step = float(numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "y_scale")))
+        steps = np.abs(got["y"] - expected) / step
+    assert steps.max() <= 1.01, steps
+
+    quantize_static(
+        str(folder / "float.onnx"), str(folder / "a16.onnx"), _Samples(samples), quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt16, weight_type=QuantType.QInt8,
+    )  # fmt: skip
+    refused = _vpuc("compile", folder / "a16.onnx", "--target", "vpu-plus", "-o", folder / "a16.vpub")
+    assert refused.returncode == 2 and "is int16" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (folder / "a16.vpub").exists()
