@@ -25,6 +25,7 @@ import tvm
 
 from vpuc.compiler.partition.annotate import annotate
 from vpuc.compiler.partition.graph import Composite, build_graph, vpu_composites
+from vpuc.compiler.partition.placement import subgraph_members
 from vpuc.compiler.partition.prepare import duplicate_shared_dequantize
 from vpuc.compiler.partition.profit import judge
 from vpuc.compiler.partition.report import build_report
@@ -102,7 +103,10 @@ def partition_for_vpu(
         # judged on the raw cut as it stands: a subgraph the rule sends to the CPU gets its
         # verdict as the reason (a layer the quantiser left in float for that reason is also
         # one the code generator refuses); the code generator's refusals block the rest
-        unprofitable, verdicts = judge(graph, raw, target, min_subgraph_ops, answers.cycles, exact_figures)
+        refused_whole = _refused_whole(raw, answers.refusals)
+        unprofitable, verdicts = judge(
+            graph, raw, target, min_subgraph_ops, answers.cycles, exact_figures, refused_whole
+        )
     idle = computeless(raw)
     blocked_now = {**refused, **answers.refusals, **unprofitable, **idle}
     if len(blocked_now) > len(refused):
@@ -117,6 +121,16 @@ def partition_for_vpu(
         final = _placement(final_mod)
     report = build_report(graph, onnx_model, target, raw, final, annotation, verdicts, notes or {})
     return PartitionResult(final_mod, report, final)
+
+
+def _refused_whole(raw: Placement, refusals: dict[str, str]) -> frozenset[int]:
+    """The raw subgraphs the code generator refuses every binding of: blocked in the final
+    cut whatever the profitability rule says of them (ocr_cls: the float ops the quantiser
+    left on the CPU, matched again in their float form), so the rule may judge them on the
+    bound of their cycles where that suffices (profit.py), as the quantiser's partition does,
+    rather than plan their layers for their verdicts' figures."""
+    members = subgraph_members(raw.subgraph_of)
+    return frozenset(s for s, names in members.items() if all(n in refusals for n in names))
 
 
 def _placement(mod: tvm.IRModule) -> Placement:

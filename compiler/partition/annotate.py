@@ -25,7 +25,7 @@ from vpuc.compiler.lower.codegen.kernel_split import split_reason
 from vpuc.compiler.lower.codegen.oracle import fit
 from vpuc.compiler.partition.graph import infer_layouts
 from vpuc.compiler.partition.opview import op_name, op_view
-from vpuc.compiler.partition.patterns import PatternRow, pattern_table
+from vpuc.compiler.partition.patterns import PatternRow, may_match, pattern_table
 from vpuc.targets import Target
 from vpuc.targets.constraints import KEYED, check_op
 from vpuc.targets.ops import OP_KINDS
@@ -55,7 +55,8 @@ def annotate(
     blocked = blocked or {}
     layouts = infer_layouts(mod["main"])
     bound = relax.analysis.get_var2val(mod["main"])
-    rows = pattern_table(_concat_arities(mod["main"]))
+    ops = _ops_of(mod)
+    rows = [row for row in pattern_table(_concat_arities(mod["main"])) if may_match(row, ops)]
     patterns = [_fusion_pattern(row, target, annotation, blocked, layouts, bound) for row in rows]
     try:
         mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
@@ -66,6 +67,15 @@ def annotate(
             f"(FuseOpsByPattern/MergeCompositeFunctions: {first_line(exc)}; workaround: --target cpu)"
         ) from None
     return mod, annotation
+
+
+def _ops_of(mod: tvm.IRModule) -> set[str]:
+    """The names of the ops the module's Relax functions call."""
+    found: set[str] = set()
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, lambda e: isinstance(e, tvm.ir.Op) and found.add(e.name))
+    return found
 
 
 def _concat_arities(func: relax.Function) -> set[int]:

@@ -14,7 +14,9 @@ subgraph is first priced by its layers' lower bounds (placement.vpu_cycles_bound
 layer planned): when even that sends it to the CPU, the exact cycles, which are at least
 the bound, would too, so its layers are never planned and its verdict shows the bound
 ("VPU >= x us"). The decisions are those of the exact rule (the subgraph rule's moves are
-independent of each other: each subgraph's saving is its own).
+independent of each other: each subgraph's saving is its own). With exact figures, the
+subgraphs in `refused` are priced so too: the code generator refuses every binding of them
+(a float op the quantiser left on the CPU), so they stay on the CPU whatever their verdict.
 """
 
 from __future__ import annotations
@@ -43,18 +45,22 @@ def judge(
     min_ops: int,
     estimated: dict[int, int] | None = None,
     exact_figures: bool = True,
+    refused: frozenset[int] = frozenset(),
 ) -> tuple[dict[str, str], list[SubgraphCost]]:
     """Returns ({binding name: reason} for the ops to keep on the CPU, a verdict per subgraph).
     `placement` is the raw cut (a partition.Placement); `estimated` the code generator's
     cycles per raw subgraph where it could lower it whole (its layer planner's, layer by
     layer, elsewhere). `exact_figures` False: a subgraph its lower bound sends to the CPU
-    is judged by that bound (the module's docstring)."""
+    is judged by that bound; `refused`: the subgraphs the code generator refuses whole, so
+    judged even with exact figures (the module's docstring)."""
     estimated = estimated or {}
     subgraph_of = placement.subgraph_of
     composites = list(placement.composites)
+    bounded = not exact_figures or bool(refused)
     prices = _Prices(
         _LayerCycles(graph, composites, target, vpu_cycles_of),
-        None if exact_figures else _LayerCycles(graph, composites, target, vpu_cycles_bound_of),
+        _LayerCycles(graph, composites, target, vpu_cycles_bound_of) if bounded else None,
+        None if not exact_figures else frozenset(refused),
     )
     current = dict(subgraph_of)
     verdicts: dict[int, SubgraphCost] = {}
@@ -114,8 +120,9 @@ def _verdict(
     graph, current, subgraph, prices, target, keep, reason, estimated, settled=False
 ) -> SubgraphCost:
     """The subgraph's figures: its cycles the code generator's (`estimated`), else its
-    layers' lower bound where there is one (prices.least) and it sends the subgraph to the
-    CPU alone or the verdict is `settled` already, else its layers' exact cycles."""
+    layers' lower bound where the figures may show one (prices.may_bound) and it sends the
+    subgraph to the CPU alone or the verdict is `settled` already, else its layers' exact
+    cycles."""
     names = [n for n, s in current.items() if s == subgraph]
     without = {n: s for n, s in current.items() if s != subgraph}
     verdict = SubgraphCost(
@@ -129,7 +136,7 @@ def _verdict(
         reason=reason,
     )
     cycles = estimated.get(subgraph)
-    if cycles is None and prices.least is not None:
+    if cycles is None and prices.may_bound(subgraph):
         bounded = _priced(verdict, prices.least(names), target, bound=True)
         if settled or _saving(bounded) > 0:
             return bounded
@@ -150,6 +157,10 @@ def _saving(verdict: SubgraphCost) -> float:
 class _Prices:
     exact: _LayerCycles  # the layer planner's cycles
     least: _LayerCycles | None  # their lower bound, where the figures may show it
+    bounded: frozenset[int] | None = None  # the subgraphs whose figures may (None: all)
+
+    def may_bound(self, subgraph: int) -> bool:
+        return self.least is not None and (self.bounded is None or subgraph in self.bounded)
 
 
 class _LayerCycles:

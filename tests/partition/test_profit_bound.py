@@ -34,6 +34,18 @@ def _same_decisions(exact, bounded) -> int:
     return by_bound
 
 
+def assert_places_the_same(exact: dict, bounded: dict) -> None:
+    """Two partition reports place alike: subgraphs, boundaries, totals, every op's device
+    and subgraph, every verdict's decision (not its figures)."""
+    for key in ("subgraphs", "boundaries", "totals", "raw_totals"):
+        assert bounded[key] == exact[key], key
+    assert [(o["name"], o["device"], o["subgraph"]) for o in bounded["ops"]] == [
+        (o["name"], o["device"], o["subgraph"]) for o in exact["ops"]
+    ]
+    decisions = [(v["subgraph"], v["decision"]) for v in exact["profitability"]]
+    assert [(v["subgraph"], v["decision"]) for v in bounded["profitability"]] == decisions
+
+
 def test_random_graphs_place_the_same_with_fewer_layers_planned(monkeypatch):
     """Seeded graphs of test_profit_reprice (branches, model outputs, edge moves, `min_ops`
     1 and 2, some subgraphs with the code generator's cycles): each layer's exact cycles
@@ -82,12 +94,6 @@ def test_a_models_partition_places_the_same_planning_fewer_layers(monkeypatch, p
         planned.clear()
         reports[exact_figures] = (partition(opzoonet_shaped()), len(planned))
     (exact, exact_planned), (bounded, bounded_planned) = reports[True], reports[False]
-    for key in ("subgraphs", "boundaries", "totals", "raw_totals"):
-        assert bounded[key] == exact[key], key
-    assert [(o["name"], o["device"], o["subgraph"]) for o in bounded["ops"]] == [
-        (o["name"], o["device"], o["subgraph"]) for o in exact["ops"]
-    ]
-    decisions = [(v["subgraph"], v["decision"]) for v in exact["profitability"]]
-    assert [(v["subgraph"], v["decision"]) for v in bounded["profitability"]] == decisions
+    assert_places_the_same(exact, bounded)
     assert any(v.get("vpu_cycles_are_a_lower_bound") for v in bounded["profitability"])
     assert bounded_planned < exact_planned, (bounded_planned, exact_planned)

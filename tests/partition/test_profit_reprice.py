@@ -161,7 +161,7 @@ def test_a_models_partition_asks_the_planner_less_and_places_the_same(monkeypatc
     new = partition(opzoonet_shaped())
     new_asked, asked[:] = len(asked), []
 
-    def reference(graph, raw, target, min_ops, estimated=None, exact_figures=True):
+    def reference(graph, raw, target, min_ops, estimated=None, exact_figures=True, refused=frozenset()):
         return _reference_judge(graph, raw, target, min_ops, dict(estimated or {}), placement.vpu_cycles_of)
 
     monkeypatch.setattr(partition_module, "judge", reference)
