@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import prefetch
+from vpuc.compiler.lower.codegen import cascade, prefetch
 from vpuc.compiler.lower.codegen.layer_plan import min_working_set, plan_op
 from vpuc.compiler.lower.codegen.memory import AllocationError, allocate_sram, constant_bytes, layout_dram
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Storage
@@ -157,6 +157,7 @@ def _emit(subgraph, placement: Placement, plans: list[OpPlan], target: Target, s
     dram = layout_dram(list(storages.values()), blob_parts)
     buffers = {b.name: b for plan in plans for b in plan.buffers}
     resolve = _resolver(storages, buffers)
+    cascade.choose(plans, placement, target, resolve)
     instructions, keys = [], []
     for plan in plans:
         for event in plan.events:
