@@ -183,7 +183,7 @@ def _emit(subgraph, placement: Placement, plans: list[OpPlan], target: Target, s
         layers=layers,
         estimate=estimate,
         dram_map=_dram_map(storages),
-        checkpoints=checkpoints(subgraph, placement, storages, program),
+        checkpoints=checkpoints(subgraph, placement, storages, program, target.numerics.requant),
     )
 
 
