@@ -23,7 +23,8 @@ import pytest
 from vpuc.compiler.driver import CompileOptions, prepare_model
 from vpuc.compiler.lower.codegen import cascade
 from vpuc.sim import Simulator
-from vpuc.targets.isa.formats import Conv, MaxPool, Requant
+from vpuc.targets.isa.footprint import footprint
+from vpuc.targets.isa.formats import Clip, Conv, MaxPool, Requant
 
 from .conftest import Builder, simulate
 
@@ -80,6 +81,43 @@ def test_cascading_saves_the_cycles_worked_by_hand(vpu, monkeypatch):
 def test_the_switch_off_emits_the_program_as_before(vpu, monkeypatch):
     program, _ = _run(vpu, monkeypatch, False)
     assert "cascade" not in program.layers[1]["tiling"]
+
+
+def _unwritten_reads(program, target) -> list[tuple[int, str]]:
+    """(pc, operand) where an instruction reads SRAM bytes no instruction wrote before it in
+    program order (a clip that fills padding, its bounds equal, reads nothing it uses)."""
+    written = np.zeros(target.hardware.sram_bytes, bool)
+    found = []
+    for pc, instruction in enumerate(program.program.instructions):
+        accesses = [a for a in footprint(instruction, target.numerics.requant) if a.memory == "sram"]
+        fill = isinstance(instruction, Clip) and instruction.clamp_min == instruction.clamp_max
+        for a in accesses:
+            mask = a.region.byte_mask(a.region.start, a.region.stop)
+            if not a.write and not fill and not written[a.region.start : a.region.stop][mask].all():
+                found.append((pc, a.what))
+        for a in accesses:
+            if a.write:
+                written[a.region.start : a.region.stop] |= a.region.byte_mask(a.region.start, a.region.stop)
+    return found
+
+
+def test_a_pool_banded_anew_keeps_the_loads_prefetched_into_it(vpu, monkeypatch):
+    """tinyconv's shape on `vpu`: conv, pool, conv, pool, conv, conv, global pool. Prefetch
+    moves the last conv's weights into the first pool (it has no buffers, the SRAM is free
+    then); cascading that pool onto the conv before bands it anew, and the new bands must
+    bring those loads along: without them the last conv read SRAM no instruction wrote
+    (its weights, bias and requantisation parameters) and 16 of the 32 outputs were wrong,
+    with the race check clean."""
+    monkeypatch.setattr(cascade, "CASCADE", True)
+    b = Builder(seed=3)
+    x = b.input("x", (1, 16, 16, 1))
+    y = b.pool(b.conv(x, "c1", 16), "p1", "max", (2, 2), (2, 2))
+    y = b.pool(b.conv(y, "c2", 32), "p2", "max", (2, 2), (2, 2))
+    y = b.pool(b.conv(b.conv(y, "c3", 32), "c4", 32), "gap", "avg", (4, 4), (1, 1))
+    program, _, outputs, expected = simulate(b.subgraph([y]), vpu)
+    assert program.layers[1]["tiling"].get("cascade")  # the case this test is about
+    assert _unwritten_reads(program, vpu) == []
+    np.testing.assert_array_equal(outputs["gap"], expected["gap"])  # the numpy int8 reference
 
 
 ESTIMATE_CASES = {
