@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import tile_vector
 from vpuc.compiler.lower.codegen.plan import OpPlan
@@ -40,16 +42,21 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
     of the subgraph is lower; sets plan.cascade and the events' keys and pseudo slots."""
     if not CASCADE:
         return
-    from vpuc.compiler.lower.codegen.prefetch import estimate_cycles
+    from vpuc.compiler.lower.codegen.prefetch import _waited_from, estimate_cycles
 
     mode = target.numerics.requant
     snapshots: list = []  # the clock before every layer: a trial runs from its group's first
     seen: dict = {}  # each event's accesses (cross_deps), by its specs
-    best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots)
+    layers: dict = {}  # the layers after the hand-over, as estimated (unchanged by its trials)
+    best, _ = estimate_cycles(plans, placement, target, snapshots=snapshots, kept=layers)
     for index in range(1, len(plans)):
         producer, consumer = plans[index - 1], plans[index]
         if not producer.events or not consumer.events:
             continue
+        # a trial whose clock before a later layer is nowhere sooner than the kept schedule's
+        # there ends no sooner than it (`best` or later): it stops there (prefetch._no_sooner;
+        # the layers after this one are the same in both, none of them cascaded yet)
+        kept = (snapshots, _waited_from(plans, index + 1))
         head = index - 1
         while plans[head].cascade:
             head -= 1
@@ -72,8 +79,10 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
                 for g, made in linked.items():
                     plans[g].events = made
                 consumer.cascade = True
-                cycles, _ = estimate_cycles(plans, placement, target, head, snapshots[head].copy())
-                if cycles < best:
+                cycles, _ = estimate_cycles(
+                    plans, placement, target, head, snapshots[head].copy(), None, kept, layers
+                )
+                if cycles is not None and cycles < best:
                     best, chosen = cycles, (linked, list(consumer.events), choice)
                 for g, made in earlier.items():
                     plans[g].events = list(made)
@@ -85,7 +94,7 @@ def choose(plans: list[OpPlan], placement, target, resolve) -> None:
             consumer.choice = {**choice, "cascade": True}
             consumer.cascade = True
             later: list = []
-            estimate_cycles(plans, placement, target, head, snapshots[head].copy(), later)
+            estimate_cycles(plans, placement, target, head, snapshots[head].copy(), later, kept=layers)
             snapshots[head:] = later
 
 
@@ -121,13 +130,33 @@ def cross_deps(
     made = [_touched(e, resolve, mode, seen) for e in producer]
     used = [_touched(e, resolve, mode, seen) for e in consumer]
     pairs = []
-    for d, (p_reads, p_writes, p_box) in enumerate(made):
-        for e, (c_reads, c_writes, c_box) in enumerate(used):
-            if not _meet(c_box, p_box):
-                continue
-            if _meet(c_reads, p_writes) or _meet(c_writes, p_writes) or _meet(c_writes, p_reads):
-                pairs.append((d, e))
+    for d, e in _boxes_meet([box for _, _, box in made], [box for _, _, box in used]):
+        p_reads, p_writes, _ = made[d]
+        c_reads, c_writes, _ = used[e]
+        if _meet(c_reads, p_writes) or _meet(c_writes, p_writes) or _meet(c_writes, p_reads):
+            pairs.append((d, e))
     return pairs
+
+
+def _boxes_meet(made: list[list], used: list[list]) -> list[tuple[int, int]]:
+    """(d, e) in order where made[d]'s span in some memory overlaps used[e]'s (numpy: a
+    layer's events against the next one's are thousands of pairs)."""
+    hits = np.zeros((len(made), len(used)), bool)
+    for memory in {m for boxes in made for m, _, _ in boxes}:
+        lo_p, hi_p = _spans(made, memory)
+        lo_c, hi_c = _spans(used, memory)
+        hits |= np.maximum(lo_p[:, None], lo_c[None, :]) < np.minimum(hi_p[:, None], hi_c[None, :])
+    return [(int(d), int(e)) for d, e in zip(*np.nonzero(hits), strict=True)]
+
+
+def _spans(boxes: list[list], memory: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's span in `memory` as (starts, stops); an empty one where it has none."""
+    lo, hi = np.zeros(len(boxes), np.int64), np.zeros(len(boxes), np.int64)
+    for k, box in enumerate(boxes):
+        for m, start, stop in box:
+            if m == memory:
+                lo[k], hi[k] = start, stop
+    return lo, hi
 
 
 def _touched(event, resolve, mode: str, seen: dict) -> tuple[list, list, list]:
