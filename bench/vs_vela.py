@@ -17,7 +17,8 @@ Vela does not count) load as scheduled. It also lowers every conv as a conv
 (tile_im2col.CHOOSE = "conv"): no first-layer im2col (a DMA gather of the patches or kernel
 rows, or a column window, feeding a 1x1, 1 x kw or kh x 1 conv), which U55 does not do, so
 the machine models compare on the same work (a 3-channel 3x3 conv as 9 kernel taps of 3
-input channels, as U55 steps it); the im2col's win shows in `schedule`. The ratios, class
+input channels, as U55 steps it); the im2col's win shows in `schedule`. No layer is
+cascaded onto the one before (codegen/cascade.py), so a layer's span is its own. The ratios, class
 medians and goals are on it.
 `schedule`: the program vpuc emits, where a weight load may run during an earlier layer
 (codegen/prefetch.py), its span then that layer's, and a first layer may be an im2col. The
@@ -52,7 +53,7 @@ from rich.table import Table
 
 from vpuc.compiler.driver import CompileOptions, prepare_model
 from vpuc.compiler.lower import lower_partitioned
-from vpuc.compiler.lower.codegen import prefetch, tile_im2col
+from vpuc.compiler.lower.codegen import cascade, prefetch, tile_im2col
 from vpuc.sim import Simulator
 from vpuc.targets.isa.formats import Dma
 
@@ -90,11 +91,17 @@ def convs_as_convs():
     return mock.patch.object(tile_im2col, "CHOOSE", "conv")
 
 
+def one_layer_at_a_time():
+    """No layer cascaded onto the one before (cascade.CASCADE off): a layer's span then holds
+    its own work, as Vela's per-op figure does; the cascade's win shows in the schedule."""
+    return mock.patch.object(cascade, "CASCADE", False)
+
+
 def vpuc_figures(onnx_path: Path, target_name: str) -> dict:
     """{"own": run figures with every layer's constant loads at its own start, "schedule": the
     emitted program's}; both lower the same partition."""
     prepared = prepare_model(onnx_path, target_name, CompileOptions(calib_synthetic=8))
-    with prefetch.disabled(WEIGHTS), convs_as_convs():
+    with prefetch.disabled(WEIGHTS), convs_as_convs(), one_layer_at_a_time():
         own = lower_partitioned(prepared.partition.mod, prepared.target, prepared.provenance)
     target = prepared.target
     return {"own": run_figures(own, target), "schedule": run_figures(prepared.programs, target)}

@@ -145,6 +145,7 @@ def _checkpoints(value: Any, dram_bytes: int, instructions: int, where: str) -> 
         end = spec["address"] + max(spec["pixels"] - 1, 0) * spec["pixel_stride"] + spec["channels"]
         if spec["memory"] == "dram" and end > dram_bytes:
             raise ArtifactError(f"{here}: bytes up to {end} lie outside the program's DRAM ({dram_bytes})")
+        _pieces(spec.get("pieces", []), end - spec["address"], instructions, here)
         shape = spec.get("shape")
         integers = isinstance(shape, list) and all(
             isinstance(d, int) and not isinstance(d, bool) for d in shape
@@ -153,6 +154,19 @@ def _checkpoints(value: Any, dram_bytes: int, instructions: int, where: str) -> 
             raise ArtifactError(f"{here}.shape: {spec.get('shape')} does not hold pixels x channels")
     if not isinstance(value.get("layers", []), list):
         raise ArtifactError(f"{where}.layers: must be a list")
+
+
+def _pieces(value: Any, span: int, instructions: int, where: str) -> None:
+    """A tensor's probes when one cannot see it all: [pc, offset, nbytes] inside its span."""
+    if not isinstance(value, list):
+        raise ArtifactError(f"{where}.pieces: must be a list")
+    for k, piece in enumerate(value):
+        fits = isinstance(piece, list) and len(piece) == 3
+        fits = fits and all(isinstance(n, int) and not isinstance(n, bool) for n in piece)
+        inside = fits and -1 <= piece[0] < instructions and 0 <= piece[1] <= piece[1] + piece[2] <= span
+        if not inside:
+            raise ArtifactError(f"{where}.pieces[{k}]: {piece!r} is not [pc, offset, nbytes] inside the "
+                                "program and the tensor")  # fmt: skip
 
 
 def _binding(binding: dict[str, Any], dram_bytes: int, where: str) -> None:

@@ -90,7 +90,8 @@ class VpuCall:
             to_vpu += data.size
         probes = _probes(self.entry) if self.keep_outputs else {}
         try:
-            result = self.simulator.run(self.program, image, probes=list(probes.values()))
+            taken = [probe for pieces in probes.values() for _, probe in pieces]
+            result = self.simulator.run(self.program, image, probes=taken)
         except SimError as exc:
             layer = self.program.layer_names.get(self.program.instructions[exc.pc].layer, "?")
             raise VpuRunError(f"{self.source}: subgraph {self.subgraph}, layer '{layer}': {exc}") from None
@@ -110,7 +111,7 @@ class VpuCall:
             record.outputs = [_array(t).copy() for t in tensors[n:]]
             record.inputs = [_array(t).copy() for t in tensors[:n]]
             record.tensors = {
-                spec["name"]: _read(result.captures[probes[spec["name"]]], spec)
+                spec["name"]: _read(_assembled(probes[spec["name"]], result.captures), spec)
                 for spec in _specs(self.entry)
             }
         self.log.append(record)
@@ -126,15 +127,30 @@ def _specs(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return list((entry.get("checkpoints") or {}).get("tensors", []))
 
 
-def _probes(entry: dict[str, Any]) -> dict[str, Probe]:
-    """A probe per checkpoint tensor, by name: its bytes from its first pixel to the end of
-    its last, right after the instruction that completes it."""
+def _probes(entry: dict[str, Any]) -> dict[str, list[tuple[int, Probe]]]:
+    """The probes of every checkpoint tensor, by name, as (offset, probe): its bytes from its
+    first pixel to the end of its last, right after the instruction that completes it; or,
+    when later layers overwrite some of them before that (cascaded layers interleave), its
+    `pieces`, each right after an instruction that sees its bytes as the tensor's."""
     probes = {}
     for spec in _specs(entry):
         pixels, channels, stride = int(spec["pixels"]), int(spec["channels"]), int(spec["pixel_stride"])
         nbytes = (pixels - 1) * stride + channels if pixels else 0
-        probes[spec["name"]] = Probe(int(spec["pc"]), spec["memory"], int(spec["address"]), nbytes)
+        pieces = spec.get("pieces") or [[spec["pc"], 0, nbytes]]
+        address, memory = int(spec["address"]), spec["memory"]
+        probes[spec["name"]] = [
+            (int(offset), Probe(int(pc), memory, address + int(offset), int(size)))
+            for pc, offset, size in pieces
+        ]
     return probes
+
+
+def _assembled(pieces: list[tuple[int, Probe]], captures: dict[Probe, np.ndarray]) -> np.ndarray:
+    """A tensor's bytes from its probes' captures."""
+    raw = np.zeros(max(offset + probe.nbytes for offset, probe in pieces), np.uint8)
+    for offset, probe in pieces:
+        raw[offset : offset + probe.nbytes] = captures[probe]
+    return raw
 
 
 def _read(raw: np.ndarray, spec: dict[str, Any]) -> np.ndarray:

@@ -35,6 +35,7 @@ from vpuc.targets import Target
 # unit names, the planner's placeholder op parts, the memos themselves, and the search's
 # fast-path switches (the same programs on or off: tests/lower/test_search_fast_path.py)
 FIXED = {
+    "checkpoints": ("NEVER",),
     "estimate": ("QUEUES",),
     "switches": ("SWITCHES",),
     "oracle": ("UNIT", "LUT_KINDS", "_ANSWERS", "_FINGERPRINTS"),

@@ -67,6 +67,10 @@ EDITS = {
         lambda m, _: m["vpu_programs"][0]["checkpoints"]["tensors"][0].update(memory="flash"),
         "manifest vpu_programs[0].checkpoints.tensors[0].memory: 'flash' is not 'sram' or 'dram'",
     ),
+    "checkpoint piece outside its tensor": (
+        lambda m, _: m["vpu_programs"][0]["checkpoints"]["tensors"][0].update(pieces=[[0, 0, 1 << 30]]),
+        "manifest vpu_programs[0].checkpoints.tensors[0].pieces[0]: [0, 0, 1073741824] is not [pc, offset,",
+    ),
     "symbol twice": (
         lambda m, _: m["vpu_programs"].append(dict(m["vpu_programs"][0])),
         "is used twice",

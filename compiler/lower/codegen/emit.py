@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import prefetch
+from vpuc.compiler.lower.codegen import cascade, prefetch
+from vpuc.compiler.lower.codegen.checkpoints import checkpoints
 from vpuc.compiler.lower.codegen.layer_plan import min_working_set, plan_op
 from vpuc.compiler.lower.codegen.memory import AllocationError, allocate_sram, constant_bytes, layout_dram
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Storage
@@ -81,7 +82,7 @@ class VpuProgram:
     estimate: dict[str, Any]
     dram_map: list[dict[str, Any]] = field(default_factory=list)
     # where each layer's operands and result can be read while the program runs (the
-    # per-layer part of `vpuc run --check`): see _checkpoints
+    # per-layer part of `vpuc run --check`): see checkpoints.py
     checkpoints: dict[str, Any] = field(default_factory=dict)
 
     def assembly(self) -> str:
@@ -157,6 +158,7 @@ def _emit(subgraph, placement: Placement, plans: list[OpPlan], target: Target, s
     dram = layout_dram(list(storages.values()), blob_parts)
     buffers = {b.name: b for plan in plans for b in plan.buffers}
     resolve = _resolver(storages, buffers)
+    cascade.choose(plans, placement, target, resolve)
     instructions, keys = [], []
     for plan in plans:
         for event in plan.events:
@@ -181,7 +183,7 @@ def _emit(subgraph, placement: Placement, plans: list[OpPlan], target: Target, s
         layers=layers,
         estimate=estimate,
         dram_map=_dram_map(storages),
-        checkpoints=_checkpoints(subgraph, placement, storages, program),
+        checkpoints=checkpoints(subgraph, placement, storages, program, target.numerics.requant),
     )
 
 
@@ -284,50 +286,6 @@ def program_work(plans: list[OpPlan], subgraph, target: Target) -> Work:
     constants = sum(a.size for a in subgraph.constants.values())
     boundary = sum(subgraph.tensors[t].nbytes for t in {*subgraph.inputs, *subgraph.outputs})
     return replace(work, compulsory_bytes=weights + constants + boundary)
-
-
-def _checkpoints(subgraph, placement: Placement, storages, program: Program) -> dict[str, Any]:
-    """{"tensors": every tensor but a channels-first input, with where its bytes are and the
-    pc after which they are complete (its producer's last instruction; -1 for inputs and
-    constants, the latest of its sources' for a view or a concatenation, which have no
-    instructions of their own); "layers": every layer with its composite's members, the
-    tensors that composite takes in parameter order, the tensor it writes, and whether the
-    check judges it (the last op of its composite)}. A tensor
-    stays where it is from its producer to its last consumer (residency.py), so a probe at
-    that pc (sim Probe) reads the value the layers after it read."""
-    last_pc: dict[int, int] = {}
-    for pc, instruction in enumerate(program.instructions):
-        last_pc[instruction.layer] = pc
-    ready = {name: -1 for name in (*subgraph.inputs, *subgraph.constants)}
-    for index, op in enumerate(subgraph.ops):
-        sources = max((ready.get(t, -1) for t in op.inputs), default=-1)
-        ready[op.output] = last_pc.get(index + 1, sources)
-    tensors = []
-    for name, pc in ready.items():
-        view = placement.views.get(name)
-        if view is None or view.nchw:
-            continue  # a channels-first input: the runtime has it as the host staged it
-        storage = storages[view.storage]
-        _, _, _, channels = view.shape
-        tensors.append(
-            {
-                "name": name,
-                "shape": list(subgraph.tensors[name].shape),
-                "memory": storage.home,
-                "address": storage.address + view.offset,
-                "pixels": view.shape[0] * view.shape[1] * view.shape[2],
-                "channels": channels,
-                "pixel_stride": view.pixel_stride,
-                "pc": pc,
-            }
-        )
-    layers = []
-    for index, op in enumerate(subgraph.ops):
-        # a composite the op list splits into several ops is judged at its last op's output
-        judged = all(later.members != op.members for later in subgraph.ops[index + 1 :])
-        layers.append({"id": index + 1, "name": op.name, "members": list(op.members), "args": list(op.args),
-                       "output": op.output, "judged": judged})  # fmt: skip
-    return {"tensors": tensors, "layers": layers}
 
 
 def _dram_map(storages: dict[str, Storage]) -> list[dict[str, Any]]:

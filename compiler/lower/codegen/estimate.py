@@ -69,15 +69,17 @@ def pipeline(
     waits: list[int] | None = None,
     transfers: list[list[tuple[str, int]]] | None = None,
     hw: Hardware | None = None,
+    sequence: list[int] | None = None,
 ) -> list[int]:
     """End cycle of every event; `waits[i]` is an external ready time (an input tensor's).
     With `transfers` (a DMA event's (port, cycles) per instruction) and `hw`, DMA events
-    run their transfers on the DMA unit's ports; else each event holds its unit `cycles`."""
+    run their transfers on the DMA unit's ports; else each event holds its unit `cycles`.
+    `sequence`: the order to take the events in (else by key, `order`)."""
     end = [0] * len(units)
     early = {u: wait_overlap(hw, u) if hw is not None else 0 for u in QUEUES}
     free, dma = clock.free, Unit.DMA
     with_ports = transfers is not None and hw is not None
-    for i in order(keys):
+    for i in sequence if sequence is not None else order(keys):
         ready = 0
         for d in deps[i]:
             if end[d] > ready:

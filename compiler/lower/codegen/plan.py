@@ -118,6 +118,7 @@ class Event:
     reads: list[tuple[str, int]] = field(default_factory=list)  # (buffer, slot)
     writes: list[tuple[str, int]] = field(default_factory=list)
     tensors: list[str] = field(default_factory=list)  # tensors it reads; a prefetched buffer
+    marks: list[str] = field(default_factory=list)  # names its end is a ready time of (Clock.ready)
 
 
 @dataclass
@@ -139,6 +140,7 @@ class OpPlan:
     # (tensor, buffers): its loads into these buffers wait for that tensor in the estimate
     # until SRAM is allocated (prefetch.refine_waits)
     provisional_wait: tuple[str, frozenset[str]] | None = None
+    cascade: bool = False  # estimated and ordered together with the layer before (cascade.py)
 
     @property
     def working_set_bytes(self) -> int:

@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from vpuc.compiler.lower.codegen import tiling, transfer
+from vpuc.compiler.lower.codegen import cascade, tiling, transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
-from vpuc.compiler.lower.codegen.plan import OpPlan
+from vpuc.compiler.lower.codegen.plan import Addr, OpPlan
 from vpuc.compiler.lower.codegen.residency import Placement, aligned
 from vpuc.compiler.lower.codegen.tiling import Context, Events, spec_cycles
 from vpuc.targets import Target
@@ -99,17 +99,33 @@ def estimate_cycles(
     clock = clock or Clock()
     spans = []
     for index, plan in enumerate(plans[start:], start):
+        if plan.cascade and index > start:  # estimated with the layer it is cascaded onto
+            if snapshots is not None:
+                snapshots.append(snapshots[-1])  # (the clock before that layer's group)
+            continue
         if no_sooner_than is not None and index in no_sooner_than[1]:
             if _no_sooner(clock, no_sooner_than[0][index], no_sooner_than[1][index]):
                 return None, spans
         if snapshots is not None:
             snapshots.append(clock.copy())
         before = clock.now
+        group = _cascaded(plans, index)
+        if len(group) > 1:  # a layer with the layers cascaded onto it: one pipeline
+            spans += [(before, end) for end in cascade.estimate_group(group, placement, target, clock)]
+            continue
         _layer(plan, placement, target, kept).estimate(clock, plan.op.output)
         spans.append((before, clock.now))
         if not plan.events:  # a view: ready when its source is
             clock.ready[plan.op.output] = max((clock.ready.get(t, 0) for t in plan.op.inputs), default=0)
     return clock.now, spans
+
+
+def _cascaded(plans: list[OpPlan], index: int) -> list[OpPlan]:
+    """plans[index] and the layers after it cascaded onto it, one onto the next (cascade.py)."""
+    stop = index + 1
+    while stop < len(plans) and plans[stop].cascade:
+        stop += 1
+    return plans[index:stop]
 
 
 def _layer(plan: OpPlan, placement: Placement, target: Target, kept: dict | None) -> Events:
@@ -234,24 +250,55 @@ def _after_the_layer_before_last(plans: list[OpPlan], plan: OpPlan, names: set[s
 
 def refine_waits(plans: list[OpPlan], placement: Placement) -> None:
     """Once SRAM is allocated, a load `_after_the_layer_before_last` made wait for the output
-    of the layer before last waits instead for the output of the latest layer before that
-    whose SRAM tensors or buffers share bytes with its buffers, or for nothing when none
-    does: the tokens make it wait for those accesses only (tinyconv's conv3 weights on
-    vpu-plus waited in the estimate for conv2, 296 cycles, and in the simulator for conv1)."""
+    of the layer before last waits instead for the events of the layers before it that touch
+    bytes its buffers take (an SRAM tensor or buffer they name: Event.marks), up to the
+    latest layer whose SRAM tensors or buffers share bytes with its buffers, or for nothing
+    when none does: the tokens make it wait for those accesses only (tinyconv's conv3
+    weights on vpu-plus waited in the estimate for conv2, 296 cycles, and in the simulator
+    for conv1; tinyconvnet's stage3 weights on `vpu`, cascaded, for stage2's last
+    requantisation where they overwrite its working buffers only)."""
     for plan in plans:
         if plan.provisional_wait is None:
             continue
         ready, names = plan.provisional_wait
         spans = [(b.address, b.address + b.nbytes) for b in plan.buffers if b.name in names]
-        found = next((plans[t].op.output for t in range(plan.index - 2, -1, -1)
+        found = next((t for t in range(plan.index - 2, -1, -1)
                       if _shares_bytes(plans, placement, t, spans)), None)  # fmt: skip
+        mark, touching = f"~{plan.index}.overwrites", False
+        ranges = _ranges(plans, placement)
+        for t in range(found + 1 if found is not None else 0):
+            marked = [
+                replace(event, marks=[*event.marks, mark]) if _touches(event, ranges, spans) else event
+                for event in plans[t].events
+            ]
+            touching = touching or any(mark in event.marks for event in marked)
+            plans[t].events = marked
         plan.events = [
-            replace(event, tensors=[t for t in event.tensors if t != ready] + ([found] if found else []))
+            replace(event, tensors=[t for t in event.tensors if t != ready] + ([mark] if touching else []))
             if event.what == "weights" and ready in event.tensors
             else event
             for event in plan.events
         ]
         plan.provisional_wait = None
+
+
+def _ranges(plans: list[OpPlan], placement: Placement) -> dict[str, tuple[int, int]]:
+    """The SRAM bytes of every buffer and SRAM storage, by the name an Addr gives."""
+    found = {s.name: (s.address, s.address + aligned(s.nbytes)) for s in placement.storages.values()
+             if s.home == "sram"}  # fmt: skip
+    found.update((b.name, (b.address, b.address + b.nbytes)) for other in plans for b in other.buffers)
+    return found
+
+
+def _touches(event, ranges: dict[str, tuple[int, int]], spans: list[tuple[int, int]]) -> bool:
+    """Whether an event's instructions name a buffer or SRAM tensor overlapping `spans`."""
+    for spec in event.specs:
+        for value in spec.fields.values():
+            if value.__class__ is Addr and value.base in ranges:
+                a0, a1 = ranges[value.base]
+                if any(a0 < b1 and b0 < a1 for b0, b1 in spans):
+                    return True
+    return False
 
 
 def _shares_bytes(plans: list[OpPlan], placement: Placement, t: int, spans: list[tuple[int, int]]) -> bool:

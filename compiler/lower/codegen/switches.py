@@ -8,10 +8,21 @@ keyed by their values at call time, so a patched switch (a test, a sweep) lowers
 
 from __future__ import annotations
 
-from vpuc.compiler.lower.codegen import emit, mac_shape, prefetch, residency, tile_im2col, tile_mac, tiling
+from vpuc.compiler.lower.codegen import (
+    cascade,
+    emit,
+    mac_shape,
+    prefetch,
+    residency,
+    tile_im2col,
+    tile_mac,
+    tiling,
+)
 
 # (module, name): module constants whose value changes the program the code generator emits
 SWITCHES = (
+    (cascade, "CASCADE"),  # layers cascaded onto the layer before where the estimate gains
+    (cascade, "SHIFT_STEPS"),  # how far short of the largest shift the search tries too
     (emit, "ATTEMPTS"),  # the SRAM budget factors tried in turn
     (prefetch, "PREFETCH_DEPTH"),
     (prefetch, "PREFETCH_KEY"),

@@ -204,6 +204,8 @@ class Events:
             if event.what == "weights":  # a later layer's prefetch waits for it by name
                 for name, _ in event.writes:
                     clock.ready[name] = ended
+            for name in event.marks:  # a later load waits for the last access to its bytes
+                clock.ready[name] = max(clock.ready.get(name, 0), ended)
         return max(end) - start
 
     def _fixed(self) -> tuple:
