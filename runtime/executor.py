@@ -125,7 +125,8 @@ class Executable:
 
     def _reference_vm(self) -> relax.VirtualMachine:
         """The VM holding the reference: the host library's, or the deferred reference
-        built (and cached) on first use (reference.py)."""
+        built (and cached) on first use (reference.py); TVM's pool set for the run to come."""
+        follow_load()
         if "module" not in self.artifact.manifest["reference"]:
             return self._vm
         if self._deferred is None:
