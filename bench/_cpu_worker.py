@@ -39,6 +39,16 @@ def runner(args):
     return lambda: executable.run(inputs)
 
 
+def _pool_threads(runtime: str) -> int | None:
+    """The threads of TVM's pool the last run used (targets/host_cores.py follows the load)."""
+    if runtime != "vpuc":
+        return None
+    from vpuc.targets import host_cores
+
+    follower = host_cores._FOLLOWER
+    return follower.threads if follower is not None else int(os.environ.get("TVM_NUM_THREADS") or 1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runtime", choices=("ort", "vpuc"))
@@ -52,15 +62,17 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     for _ in range(args.warmup):
         call()
-    times = []
+    times, threads = [], []
     for _ in range(args.calls):
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
+        threads.append(_pool_threads(args.runtime))
     figures = {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
                "load_before": load_before, "load_after": os.getloadavg()[0]}  # fmt: skip
     if args.runtime == "vpuc":
-        figures["tvm_num_threads"] = os.environ.get("TVM_NUM_THREADS")
+        figures["tvm_num_threads"] = os.environ.get("TVM_NUM_THREADS")  # the pool's size
+        figures["calls_per_thread_count"] = {str(n): threads.count(n) for n in sorted(set(threads))}
     print(json.dumps(figures))
     return 0
 

@@ -20,7 +20,9 @@ it and its calls spaced, onnxruntime's two-thread session ran 1.7x slower than a
 the order rotated each round so a change of the shared machine's load hits all alike. A
 runtime's figure is the median of its rounds' medians, with their range; the load average
 (1 min) is recorded before and after each process. vpuc's process sizes its thread pool as
-`vpuc run` does (targets/host_cores.py); nothing here sets TVM_NUM_THREADS.
+`vpuc run` does (targets/host_cores.py: the threads a run uses follow the load); nothing
+here sets TVM_NUM_THREADS. vpuc_calls_per_threads counts vpuc's timed calls by the threads
+they ran on.
 
 latency_ratio_untuned = untuned / onnxruntime with the machine's cores (lower is better;
 1.0 = parity), latency_ratio_untuned_1thread = untuned / onnxruntime with one thread,
@@ -35,7 +37,7 @@ writes bench/out/cpu_vs_ort.json: {"threads", "rounds", "calls", "warmup", "tune
     "load_min", "load_max", "models": {name: {"latency_ratio_untuned", "latency_ratio_tuned",
     "tuned_over_untuned", "latency_ratio_untuned_1thread", "<ratio>_range", "untuned_ms",
     "tuned_ms", "ort_ms", "ort_1thread_ms", "<runtime>_ms_range", "compile_s_untuned",
-    "compile_s_tuned", "tuned_tasks", "tasks", "tune_s", "tune"}}}
+    "compile_s_tuned", "tuned_tasks", "tasks", "tune_s", "tune", "vpuc_calls_per_threads"}}}
 """
 
 from __future__ import annotations
@@ -146,6 +148,15 @@ def measure(name: str, args, work: Path) -> dict:
             row[f"{key}_range"] = [min(per_round), max(per_round)]
     loads = [r[kind][when] for r in rounds for kind in runs for when in ("load_before", "load_after")]
     row["load_range"] = [min(loads), max(loads)]
+    vpuc = [
+        r[kind].get("calls_per_thread_count", {})
+        for r in rounds
+        for kind in ("untuned", "tuned")
+        if kind in r
+    ]
+    row["vpuc_calls_per_threads"] = {
+        n: sum(c.get(n, 0) for c in vpuc) for n in sorted({n for c in vpuc for n in c})
+    }
     return row
 
 

@@ -31,6 +31,7 @@ from vpuc.runtime.inputs import check_inputs
 from vpuc.runtime.manifest import check_manifest
 from vpuc.runtime.stats import HostOp, RunStats, run_stats
 from vpuc.runtime.vpu import CallRecord, VpuCall
+from vpuc.targets.host_cores import follow_load
 
 if TYPE_CHECKING:  # imported where a host library is loaded: a run without one needs no TVM
     import tvm
@@ -70,9 +71,10 @@ class Executable:
 
     def _load_host(self, artifact: Artifact, source: str) -> relax.VirtualMachine:
         """The host library on TVM's VM, the VPU calls' symbols registered first; TVM's
-        thread pool sized to the cores this process may use and others leave idle while
-        the library loads (targets/host_cores.py)."""
-        from vpuc.targets.host_cores import FreeCores, threads_chosen, use_available_cores
+        thread pool started with the cores this process may use, of which each run uses
+        those other processes leave idle (targets/host_cores.py: the library's load is the
+        first window)."""
+        from vpuc.targets.host_cores import FreeCores, start_pool, threads_chosen
 
         free = None if threads_chosen() else FreeCores()  # the first library of the process
         import tvm
@@ -92,7 +94,7 @@ class Executable:
             raise ArtifactError(f"{source}: host library does not load: {_first(exc)}") from None
         if self._time_host_ops:
             vm.set_instrument(tvm_ffi.convert(self._instrument))
-        use_available_cores(free)  # before the first parallel kernel starts TVM's pool
+        start_pool(free)  # before the first parallel kernel starts TVM's pool
         return vm
 
     @classmethod
@@ -123,7 +125,8 @@ class Executable:
 
     def _reference_vm(self) -> relax.VirtualMachine:
         """The VM holding the reference: the host library's, or the deferred reference
-        built (and cached) on first use (reference.py)."""
+        built (and cached) on first use (reference.py); TVM's pool set for the run to come."""
+        follow_load()
         if "module" not in self.artifact.manifest["reference"]:
             return self._vm
         if self._deferred is None:
@@ -232,6 +235,7 @@ class Executable:
         if self._main is not None:
             specs = self.inputs
             tensors = [self._stage(spec["name"], array) for spec, array in zip(specs, arrays, strict=True)]
+            follow_load()  # the pool's threads for this run: what other processes leave idle
             result = _flatten(self._main(*tensors))
         else:
             result = self._run_calls(arrays)

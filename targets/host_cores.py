@@ -11,6 +11,12 @@
                         less this process's own CPU time, says how many cores the rest of
                         the machine keeps busy (`Executable` opens it before loading the
                         host library and closes it after: the load is the window)
+    PoolFollower        the pool's threads in use re-decided between runs, at most every
+                        SAMPLE_S (a FreeCores window each time): TVM's pool is started with
+                        every available core and `runtime.config_threadpool` sets how many
+                        of them a parallel kernel uses (follow_load, before each run)
+    cap_user_threads    TVM_NUM_THREADS / OMP_NUM_THREADS above the affinity mask's CPUs
+                        capped to them, with one warning line (20000 took 18 s to start)
 
 The rule (threads_for): threads = the idle cores rounded to the nearest whole, between 1
 and the available cores. A parallel kernel's chunks are split statically among the pool's
@@ -18,8 +24,10 @@ threads, and a thread waiting for a core other processes hold stalls the barrier
 average 4-5 on this 2-core machine resnet_mini took 0.28-3.6 ms a call on two threads
 against 0.25 ms on one (docs/tuning.md, "threads"). The default schedules split a parallel
 loop into num-cores chunks of constant extent, so one thread runs them with the serial
-loop's code. Chosen once, when the first host library of the process loads (TVM reads the
-variable when its pool starts).
+loop's code. TVM reads the variable once, when its pool starts: the pool is started with
+every available core, and the count a kernel uses follows the load (PoolFollower): the
+window of the first library load, then one window per SAMPLE_S, read between runs. Load that
+arrives within a window still meets a pool of two until the window ends (docs/tuning.md).
 
 Left alone, TVM 0.27's runtime sizes its pool to std::thread::hardware_concurrency() / 2 on
 x86 (it assumes two hyper-threads per core): 1 thread on a 2-core machine without SMT, and
@@ -31,7 +39,10 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 THREAD_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")  # what TVM's runtime reads, in order
@@ -41,6 +52,15 @@ PROC_STAT = Path("/proc/stat")
 IDLE_COLUMNS = (3, 4)  # of a /proc/stat cpuN line's times: idle, iowait (the rest is busy, nice included)
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat's unit
 MIN_WINDOW_S = 0.1  # FreeCores waits out the rest of a shorter window: /proc/stat counts in 10 ms ticks
+SAMPLE_S = 0.1  # PoolFollower re-decides the threads at most this often (one /proc/stat read)
+AFFINITY_BIG = 1  # runtime.config_threadpool's mode that TVM's pool starts with (kBig)
+# A worker of TVM's pool waiting for a task yields its core this many times before it sleeps
+# (TVM's default 300000): each yield, when other processes want the worker's core, lets them
+# run a timeslice, and TVM joins its workers at exit only after their spin: under four busy
+# loops (load average 10) a process that had finished its runs took 27 and 87 s to exit,
+# 2.7 s with 200 (the interpreter's own exit). 200 is meant to outlast the gap between two
+# parallel kernels of a run on an idle core (not measured idle).
+POOL_SPIN_COUNT = 200
 
 
 def available_cores(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
@@ -101,6 +121,38 @@ def _v1_quota(directory: Path) -> float | None:
     return None if quota <= 0 or period <= 0 else quota / period
 
 
+def cap_user_threads(warn: Callable[[str], None] | None = None) -> int | None:
+    """The user's TVM_NUM_THREADS (or OMP_NUM_THREADS, which TVM reads next) capped to the
+    CPUs of the affinity mask, with one warning line naming the variable; the count TVM's
+    pool now gets, or None when no variable was set or it was within the CPUs."""
+    name = next((n for n in THREAD_VARIABLES if os.environ.get(n)), None)
+    if name is None:
+        return None
+    try:
+        asked = int(os.environ[name])
+    except ValueError:  # TVM reads it with atoi: left to TVM
+        return None
+    cores = len(_affinity())
+    if asked <= cores:
+        return None
+    os.environ["TVM_NUM_THREADS"] = str(cores)  # what TVM reads first; OMP_NUM_THREADS is left to others
+    (warn or _stderr)(
+        f"vpuc: warning: {name}={asked} is above the {cores} CPUs this process may use: {cores} threads"
+    )
+    return cores
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _affinity() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return set(range(os.cpu_count() or 1))
+
+
 def use_available_cores(free: FreeCores | None = None) -> int | None:
     """Size TVM's thread pool to available_cores() (TVM_NUM_THREADS), to fewer when `free`
     saw other processes keep cores busy (threads_for), unless the user chose already; call
@@ -132,8 +184,10 @@ def cpu_ticks(text: str, cpus: set[int]) -> tuple[int, int] | None:
     """(busy, total) ticks of the CPUs `cpus` in /proc/stat's `text`; None if one is missing."""
     busy = total = found = 0
     for line in text.splitlines():
+        if not line.startswith("cpu"):
+            break  # the cpu lines come first; the rest (interrupt counts) is most of the file
         name, *fields = line.split()
-        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+        if name == "cpu" or int(name[3:]) not in cpus:
             continue
         ticks = [int(value) for value in fields[:8]]  # user nice system idle iowait irq softirq steal
         idle = sum(ticks[i] for i in IDLE_COLUMNS)
@@ -179,3 +233,70 @@ class FreeCores:
         if before is None or after is None:
             return None
         return idle_cores(before, after, len(self._cpus), time.process_time() - own_s)
+
+
+class PoolFollower:
+    """The threads of TVM's pool a parallel kernel uses, following the load: `before_run()`
+    (between runs, never per kernel) closes the current FreeCores window once it is
+    SAMPLE_S old, opens the next, and sets the pool to threads_for(most, idle cores)
+    through `configure` (runtime.config_threadpool: the pool keeps its `most` threads and
+    uses that many; one thread runs a parallel loop's chunks in turn on the caller's). TVM's
+    pool is per calling thread: a thread's first run sets its pool too."""
+
+    def __init__(self, most: int, configure: Callable[[int], None], first: FreeCores,
+                 proc_stat: Path = PROC_STAT) -> None:  # fmt: skip
+        self.most, self._configure, self._proc_stat = most, configure, proc_stat
+        self.threads = threads_for(most, first.idle_cores())
+        self._window = FreeCores(proc_stat)
+        self._opened = time.monotonic()
+        self._applied = threading.local()  # the count this thread's pool was last set to
+
+    def before_run(self) -> int:
+        """The threads for the next run, the calling thread's pool set to them."""
+        now = time.monotonic()
+        if now - self._opened >= SAMPLE_S:
+            self.threads = threads_for(self.most, self._window.idle_cores())
+            self._window, self._opened = FreeCores(self._proc_stat), now
+        if getattr(self._applied, "threads", None) != self.threads:
+            self._configure(self.threads)
+            self._applied.threads = self.threads
+        return self.threads
+
+
+_FOLLOWER: PoolFollower | None = None
+_STARTED = False  # start_pool ran in this process
+
+
+def start_pool(free: FreeCores | None) -> PoolFollower | None:
+    """Size TVM's pool for this process, once, before its first parallel kernel: the user's
+    count capped (cap_user_threads) and kept, or every available core with a PoolFollower
+    that uses as many as `free`'s window (a new one when None), then each SAMPLE_S's, finds
+    idle. None when the pool does not follow: the user chose, or one core is all there is."""
+    global _FOLLOWER, _STARTED
+    if _STARTED:
+        return _FOLLOWER
+    _STARTED = True
+    if threads_chosen():
+        cap_user_threads()
+        return None
+    most = available_cores()
+    os.environ["TVM_NUM_THREADS"] = str(most)
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(POOL_SPIN_COUNT))  # read when the pool starts
+    if most > 1:
+        _FOLLOWER = PoolFollower(most, _config_threadpool, free or FreeCores())
+    return _FOLLOWER
+
+
+def follow_load() -> None:
+    """Before a run on TVM's pool (`Executable.run`, the tuner's timings): its threads set
+    to what the load leaves (PoolFollower), the pool started first if it was not."""
+    if not _STARTED:
+        start_pool(None)
+    if _FOLLOWER is not None:
+        _FOLLOWER.before_run()
+
+
+def _config_threadpool(threads: int) -> None:
+    import tvm_ffi
+
+    tvm_ffi.get_global_func("runtime.config_threadpool")(AFFINITY_BIG, threads)

@@ -43,15 +43,14 @@ from tvm import s_tir, tirx
 VECTOR_REGISTERS = 16
 VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
-# Parallel loops only where the work is large enough that a stall of the pool's barrier,
-# when another process holds the second core, cannot dominate: 2^24 MACs. At 2^20 (from a
-# pool launch of L = 3.0 us: T >= 6L = 18 us, resnet_mini's six 1.2-2.4M-MAC convs parallel;
-# 1.44x onnxruntime's two threads idle against 1.6-1.9x serial) a run whose pool was sized
-# before the machine got busy stalls: under the suite's load the tuner's model check timed
-# tinyconvnet's default-scheduled model at 4.0 ms against its conv's 71 us alone, and two
-# of its tests failed. Not until the pool follows the load (docs/tuning.md, "threads").
-# A parallel loop runs as num-cores chunks (_parallel_chunks) with the serial loop's code.
-PARALLEL_MIN_MACS = 1 << 24  # a reduction block runs in parallel from this many MACs
+# Parallel loops from 2^20 MACs: with a pool launch of L = 3.0 us, a loop of serial time T
+# gains a third on two threads from T >= 6L = 18 us, about 1M MACs at the default conv
+# schedule's 50-57 MACs/ns (resnet_mini's six 1.2-2.4M-MAC convs parallel: 1.44x onnxruntime's
+# two threads idle against 1.6-1.9x serial). A static split stalls at its barrier when another
+# process holds a pool thread's core (a model of 71 us took 4.0 ms), so the pool's threads
+# follow the load between runs (targets/host_cores.py, PoolFollower): under load one thread
+# runs the chunks in turn with the serial loop's code (docs/tuning.md, "threads").
+PARALLEL_MIN_MACS = 1 << 20  # a reduction block runs in parallel from this many MACs
 PARALLEL_MIN_ELEMENTS = 1 << 22  # a spatial block from this many elements
 UNROLL_MAX_STEPS = 16  # pragma_auto_unroll_max_step on scheduled loop nests
 
