@@ -41,11 +41,6 @@ FLOAT32_BITS = 32
 # the outputs are the same bits (tests/unit/test_host_asserts.py). The quantiser's in-process
 # builds leave them out too (compat.build_host).
 KERNEL_ASSERTS = False
-# LLVM's optimisation level for the host library (TVM's default is 3). -O2 leaves out -O3's
-# extra loop passes (more unrolling, loop versioning): ocr_cls's host build 7.4 -> 6.7 s of
-# CPU; the outputs are the same bits on the zoo, the export fixtures and ocr_cls
-# (tests/unit/test_host_opt_level.py) and the run time within noise (docs/compile_time.md).
-HOST_OPT_LEVEL = 2
 
 
 @dataclass
@@ -111,14 +106,8 @@ def host_executable(
     """Schedule and build, in memory (tests run it on the VM without exporting a library)."""
     scheduled, report = schedule_host_module(mod, host, database)
     with compat.pass_config({"tirx.disable_assert": not KERNEL_ASSERTS}):
-        executable = relax.build(scheduled, target=llvm_target(host), relax_pipeline=lowering_pipeline(host))
+        executable = relax.build(scheduled, target=host.target, relax_pipeline=lowering_pipeline(host))
     return executable, report
-
-
-def llvm_target(host: HostTarget) -> tvm.target.Target:
-    """The host target as relax.build gets it: at HOST_OPT_LEVEL (the manifest, the tuner and
-    the schedules keep `host.target` as resolved)."""
-    return tvm.target.Target({**host.target.export(), "opt-level": HOST_OPT_LEVEL})
 
 
 def schedule_options(host: HostTarget) -> ScheduleOptions:
