@@ -1,5 +1,5 @@
 """The sensitivity's and the floor's runs copy out only the model's outputs (observe.py
-`outputs_only`; issue 23: ocr_cls's 176 sensitivity runs each copied 112 bindings it never
+`outputs_only`; issue 23: ocr_cls's 172 sensitivity runs each copied 112 bindings it never
 read). The quantisation must be the one whose every run copies everything: the same scales
 and zero points, QDQ module, accuracy report, sensitivity and floor."""
 

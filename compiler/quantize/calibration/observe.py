@@ -65,7 +65,7 @@ class Observer:
         """(model outputs, {binding name: value}) for one sample; `converted`: further
         inputs, already TVM tensors (one_build.Bound's lifted constants). `outputs_only`:
         the bindings' values are not copied out ({}): the sensitivity's and the floor's
-        runs read only the outputs (ocr_cls: 176 of 220 runs, each 112 bindings)."""
+        runs read only the outputs (ocr_cls: 172 of 220 runs, each 112 bindings)."""
         result = self._vm["main"](*[compat.to_tvm(x) for x in inputs], *converted)
         if outputs_only:  # main returns (the model's output, binding_1, ..., binding_k)
             return compat.flatten_outputs(result[0]), {}
