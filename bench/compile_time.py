@@ -17,6 +17,13 @@ in one process after its imports). Without that venv they are against the figure
 in issue 23 (CLI wall 0.77-0.93 s, compile proper 0.2-0.4 s; the upper ends are used).
 
     python bench/compile_time.py [--repeats N] [--models tinyconv,resnet8,...] [--profile] [--in-process N]
+                                 [--vision]
+
+`--vision` adds issue 23's public vision exports (float, calibrated; goal 20 s each), each
+skipped with a line when its file is absent from VPUC_VISION (default bench/out/vision):
+PaddleOCR's direction classifier and PP-OCRv3 detector (ch_ppocr_mobile_v2.0_cls_infer.onnx,
+ch_PP-OCRv3_det_infer.onnx, public exports to place there) and the YOLO-class detectors
+`python bench/vision_models.py` writes there (random weights, the published structures).
 
 `--in-process N` also times N repeated compiles of each QDQ model in one process, after one
 warm-up compile each (what a script calling compile_model, or the sweep, pays per compile).
@@ -51,10 +58,19 @@ RECORDED_VELA_S = 0.4  # issue 23: Vela's compile proper, 0.2-0.4 s (upper end)
 RECORDED_VELA_WALL_S = 0.93  # issue 23: its CLI wall, 0.77-0.93 s (upper end)
 GOAL_CLI_S, GOAL_AFTER_TVM_S, GOAL_FLOAT_S = 1.5, 0.5, 3.0  # issue 23's goals (idle machine)
 GOAL_REPEATED_S = 0.5  # issue 23: a repeated compile in one process, QDQ models
+GOAL_VISION_S = 20.0  # issue 23: public vision exports on `--target vpu`, idle
+VISION = Path(os.environ.get("VPUC_VISION", Path(__file__).resolve().parent / "out" / "vision"))
+# name: (file in VISION, the input's shape: --input-shape for symbolic or fixed dims)
+VISION_MODELS = {
+    "ocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", "x=1x3x48x192"),
+    "ocr_det_320": ("ch_PP-OCRv3_det_infer.onnx", "x=1x3x320x320"),
+    "yolov8n_320": ("yolov8n_320.onnx", "images=1x3x320x320"),
+    "yolox_s_416": ("yolox_s_416.onnx", "images=1x3x416x416"),
+}
 TARGET = "vpu"
 
 
-def _models(zoo_dir: Path) -> dict[str, dict]:
+def _models(zoo_dir: Path, vision: bool = False) -> dict[str, dict]:
     models = {}
     for name in ("tinyconv", "resnet8"):
         for layout, suffix in (("nhwc", ""), ("nchw", "_nchw")):
@@ -67,10 +83,23 @@ def _models(zoo_dir: Path) -> dict[str, dict]:
     subprocess.run([str(VPUC), "zoo", str(zoo_dir)], check=True, capture_output=True)
     for path in sorted(zoo_dir.glob("*.onnx")):
         models[f"zoo_{path.stem}"] = {"path": path, "kind": "float", "tflite": None}
+    for name, (file, shape) in VISION_MODELS.items() if vision else ():
+        if (VISION / file).exists():
+            models[name] = {"path": VISION / file, "kind": "vision", "tflite": None, "input_shape": shape}
+        else:
+            print(f"{name:28s} skipped: {VISION / file} is absent")
     return models
 
 
-def worker(model: str, out_dir: str) -> dict:
+def _shapes(shape: str | None) -> dict[str, tuple[int, ...]]:
+    """--input-shape's NAME=AxBxC as CompileOptions.input_shapes."""
+    if not shape:
+        return {}
+    name, dims = shape.split("=")
+    return {name: tuple(int(d) for d in dims.split("x"))}
+
+
+def worker(model: str, out_dir: str, shape: str | None = None) -> dict:
     """One compile, each step timed (run in a fresh process)."""
     start = time.perf_counter()
     import tvm  # noqa: F401
@@ -81,7 +110,7 @@ def worker(model: str, out_dir: str) -> dict:
 
     steps["import_vpuc_s"] = time.perf_counter() - start
     cpu_start = time.process_time()
-    prepared = prepare_model(model, TARGET, CompileOptions())
+    prepared = prepare_model(model, TARGET, CompileOptions(input_shapes=_shapes(shape)))
     artifact = build_artifact(model, prepared, reference=False)
     steps["cpu_after_import_s"] = time.process_time() - cpu_start
     for key, value in artifact.report["timings_s"].items():
@@ -213,10 +242,12 @@ def _measure(name: str, spec: dict, repeats: int, tmp: Path) -> dict:
     out = tmp / name
     out.mkdir()
     cli = [str(VPUC), "compile", str(spec["path"]), "--target", TARGET, "-o", str(out / "cli.vpuc")]
+    shape = spec.get("input_shape")
+    cli += ["--input-shape", shape] if shape else []
     cli_runs = [_wall_and_cpu(cli) for _ in range(repeats)]
     cli_s = statistics.median(wall for wall, _ in cli_runs)
     code = f"import json,sys; sys.path.insert(0,{str(Path(__file__).parent)!r}); import compile_time as c; "
-    code += f"print(json.dumps(c.worker({str(spec['path'])!r}, {str(out)!r})))"
+    code += f"print(json.dumps(c.worker({str(spec['path'])!r}, {str(out)!r}, {shape!r})))"
     runs = []
     for _ in range(repeats):
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -233,21 +264,23 @@ def _measure(name: str, spec: dict, repeats: int, tmp: Path) -> dict:
     row["peer"] = "vela measured" if vela else "vela recorded 0.2-0.4 s"
     row["ratio_cli_vs_vela"] = round(cli_s / (vela["wall_s"] if vela else RECORDED_VELA_WALL_S), 2)
     row["ratio_after_import_vs_vela_compile"] = round(after_import / peer, 2)
-    goal = GOAL_CLI_S if spec["kind"] == "qdq" else GOAL_FLOAT_S
+    goal = {"qdq": GOAL_CLI_S, "float": GOAL_FLOAT_S, "vision": GOAL_VISION_S}[spec["kind"]]
     row["ratio_cli_vs_goal"] = round(cli_s / goal, 2)
     if spec["kind"] == "qdq":
         row["ratio_after_tvm_vs_goal"] = round(after_tvm / GOAL_AFTER_TVM_S, 2)
     return row
 
 
-def _profile(model: Path, top: int = 25) -> list[dict]:
+def _profile(model: Path, shape: str | None = None, top: int = 25) -> list[dict]:
     """cProfile of one compile after the imports: the top functions by cumulative time."""
     code = f"""
 import cProfile, pstats, json, sys
 from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
 prof = cProfile.Profile()
 prof.enable()
-prepared = prepare_model({str(model)!r}, {TARGET!r}, CompileOptions())
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from compile_time import _shapes
+prepared = prepare_model({str(model)!r}, {TARGET!r}, CompileOptions(input_shapes=_shapes({shape!r})))
 build_artifact({str(model)!r}, prepared, reference=False)
 prof.disable()
 stats = pstats.Stats(prof)
@@ -267,6 +300,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
     parser.add_argument("--profile", action="store_true", help="cProfile the slowest model")
+    parser.add_argument("--vision", action="store_true", help="also the vision exports in VPUC_VISION")
     parser.add_argument(
         "--in-process", type=int, default=0, metavar="N",
         help="also time N repeated compiles of each QDQ model in one process (after a warm-up)",
@@ -276,8 +310,11 @@ def main() -> None:
     bytecode = _bytecode_cached()  # before the timed runs: it also writes the cache they read
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        models = _models(tmp / "zoo")
-        chosen = [m for m in args.models.split(",") if m] or list(models)
+        models = _models(tmp / "zoo", vision=args.vision or any(m in args.models for m in VISION_MODELS))
+        named = [m for m in args.models.split(",") if m]
+        chosen = [m for m in named if m in models] if named else list(models)
+        for name in (m for m in named if m not in models and m not in VISION_MODELS):
+            print(f"{name:28s} skipped: no such model")
         rows = {}
         for name in chosen:
             rows[name] = _measure(name, models[name], args.repeats, tmp)
@@ -301,7 +338,11 @@ def main() -> None:
                 print(f"{name:28s} in one process: {wall:6.2f} s per compile (x{ratio:.2f} of goal)")
         if args.profile and rows:
             slowest = max(rows, key=lambda n: rows[n]["cli_wall_s"])
-            figures["profile"] = {"model": slowest, "top_cumulative": _profile(models[slowest]["path"])}
+            spec = models[slowest]
+            figures["profile"] = {
+                "model": slowest,
+                "top_cumulative": _profile(spec["path"], spec.get("input_shape")),
+            }
             for entry in figures["profile"]["top_cumulative"][:15]:
                 print(f"  {entry['cumulative_s']:8.3f} s  {entry['function']}")
     figures["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]

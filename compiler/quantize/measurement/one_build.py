@@ -133,7 +133,7 @@ class Bound:
         self._tail = tuple(compat.to_tvm(v) for v in values)
 
     def over(
-        self, data: CalibrationData, extra: tuple[np.ndarray, ...] = ()
+        self, data: CalibrationData, extra: tuple[np.ndarray, ...] = (), outputs_only: bool = False
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         tail = (*(compat.to_tvm(x) for x in extra), *self._flags, *self._tail)
-        return self.observer.over(data, converted=tail)
+        return self.observer.over(data, converted=tail, outputs_only=outputs_only)
