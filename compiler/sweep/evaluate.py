@@ -21,8 +21,8 @@ import numpy as np
 
 from vpuc.compiler.driver import CompileOptions, Prepared, partition_and_lower, prepare_front
 from vpuc.compiler.errors import CompileError
+from vpuc.compiler.partition.macs import model_macs
 from vpuc.compiler.sweep import proxies
-from vpuc.compiler.sweep.macs import model_macs
 from vpuc.sim import SimError, Simulator, VpuError
 from vpuc.targets import Target
 

@@ -1,5 +1,6 @@
 """The MACs of a whole model, counted on the front half's module: the denominator of a
-sweep point's host MAC share (docs/sweep.md).
+sweep point's host MAC share (docs/sweep.md), and the quantiser's measure of what the
+per-layer sensitivity would cost.
 
 Every call the partitioner would describe as a conv2d, dense or matmul (whichever device it
 ends on) counts the multiply-accumulates the partitioner's cost model gives it
