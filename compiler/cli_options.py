@@ -13,7 +13,7 @@ DEFAULT_CALIB_METHOD = "percentile"
 DEFAULT_PERCENTILE = 99.99
 # QuantOptions' defaults (compiler/quantize/options.py; the same test keeps them equal).
 QUANT_SWITCHES = {
-    "equalize": False, "absorb_bias": False, "smoothquant": True, "adaround": False, "sensitivity": True
+    "equalize": False, "absorb_bias": False, "smoothquant": True, "adaround": False, "sensitivity": None
 }  # fmt: skip
 DEFAULT_ADAROUND_BUDGET_S = 1.0
 DEFAULT_MIN_SQNR_DB = 25.0
@@ -113,7 +113,14 @@ def _add_method_options(group) -> None:
         ("--adaround", "adaround", "learn the rounding of conv/dense weights (AdaRound)"),
         ("--sensitivity", "sensitivity", "report each layer's output SQNR when it alone is int8"),
     ):  # fmt: skip
-        state = "on" if field_ is None or QUANT_SWITCHES[field_] else "off"
+        switch = True if field_ is None else QUANT_SWITCHES[field_]
+        state = (
+            "on where its passes are cheap, docs/quantization.md"
+            if switch is None
+            else "on"
+            if switch
+            else "off"
+        )
         group.add_argument(flag, action=on_off, default=None, help=f"{what} (default {state})")
     group.add_argument(
         "--smoothquant-alpha", type=_alpha, default=None, metavar="A",

@@ -16,7 +16,8 @@ the figures that decided its default):
     min_sqnr_db     the accuracy floor: keep the most sensitive layers in float until the
                     output SQNR on the held-out samples reaches it (floor.py); None: off
     accept_below_floor   write the artifact even when the floor cannot be reached
-    sensitivity     report every quantised layer's SQNR when it alone is int8
+    sensitivity     report every quantised layer's SQNR when it alone is int8; None (the
+                    default): when it costs at most SENSITIVITY_AUTO_MACS (measure.py)
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class QuantOptions:
     keep_float: tuple[str, ...] = ()
     min_sqnr_db: float | None = DEFAULT_MIN_SQNR_DB
     accept_below_floor: bool = False
-    sensitivity: bool = True
+    sensitivity: bool | None = None  # None: measured where it is cheap (measure.sensitivity_wanted)
 
     def methods(self) -> dict:
         """The report's record of what ran."""

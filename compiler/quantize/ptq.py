@@ -23,6 +23,7 @@ import onnx
 import tvm
 
 from vpuc.compiler.partition import Placement, partition_for_vpu
+from vpuc.compiler.partition.macs import model_macs
 from vpuc.compiler.quantize.calibration.data import CalibrationData, zero_range_warnings
 from vpuc.compiler.quantize.calibration.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS
 from vpuc.compiler.quantize.layers import keep_float_bindings, plan_layers
@@ -118,7 +119,7 @@ def quantize(
     run = Run(prepared, realized, provenance, held_out, output_names, target)
     accuracy = run.measure()
     layers = plan_layers(prepared.plan, provenance)
-    floor = run.floor(layers, options)
+    floor = run.floor(layers, options, model_macs(mod))
     if floor is not None and not floor.reached and not options.accept_below_floor:
         raise AccuracyFloorError(floor_message(floor, options, len(layers), synthetic=held_out.synthetic))
     blocked = {**kept, **prepared.blocked}

@@ -316,8 +316,7 @@ def split_file_samples(data: CalibrationData, held: int | None = None) -> SplitD
     n = data.count
     if held is not None and held >= n:
         raise CalibrationError(
-            f"--held-out {held}: {data.source} holds {n} sample(s); at least one must be left "
-            "to calibrate on"
+            f"--held-out {held}: {data.source} holds {n} sample(s); at least one must be left to calibrate on"
         )
     if n == 1:
         warning = f"{data.source}: one sample only, so accuracy is measured on the calibration sample itself"

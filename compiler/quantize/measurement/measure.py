@@ -19,12 +19,24 @@ from vpuc.compiler.errors import CompileError
 from vpuc.compiler.quantize.bindings import BindingView, var_names
 from vpuc.compiler.quantize.calibration.observe import Observer
 from vpuc.compiler.quantize.measurement.accuracy import LayerProbe, evaluate_with_reference, layer_name
-from vpuc.compiler.quantize.measurement.floor import Evaluator, FloorResult, Layer, search_floor, sensitivity
+from vpuc.compiler.quantize.measurement.floor import (
+    SENSITIVITY_SAMPLES,
+    Evaluator,
+    FloorResult,
+    Layer,
+    search_floor,
+    sensitivity,
+)
 from vpuc.compiler.quantize.measurement.switch import switch_values, switchable
 from vpuc.compiler.quantize.options import QuantOptions
 from vpuc.compiler.quantize.transforms.realize import QuantizedTensor, Realized
 
 MAX_FLOAT_SHARE = 0.5  # the floor may keep at most this share of the layers in float
+# The per-layer sensitivity by default only where its passes multiply-accumulate at most this
+# many in all: the quantiser's build runs about 5e9 a second here (a YOLOv8n at 320 px: 82
+# layers x 4 samples x 1.09e9 MACs = 3.6e11, most of its 89 s of CPU), so about 2 s. PaddleOCR's
+# direction classifier (3.5e9) and every zoo model (at most 7.5e8) stay measured.
+SENSITIVITY_AUTO_MACS = 10**10
 
 
 class AccuracyFloorError(CompileError):
@@ -49,6 +61,7 @@ class Run:
             self.observer = Observer(module, [p.quantized for p in self.probes], target.host.llvm)
         self.evaluator: Evaluator | None = None
         self.alone: dict[str, float] = {}
+        self.sensitivity_skipped: str | None = None  # why the default did not measure it
         self.build_seconds = time.perf_counter() - start
 
     @property
@@ -73,9 +86,13 @@ class Run:
         self.evaluator.cache[roots] = min(o["sqnr_db"] for o in accuracy["outputs"])
         return accuracy
 
-    def floor(self, layers: list[Layer], options: QuantOptions) -> FloorResult | None:
-        if options.sensitivity or options.min_sqnr_db is not None:
+    def floor(self, layers: list[Layer], options: QuantOptions, model_macs: int = 0) -> FloorResult | None:
+        wanted, self.sensitivity_skipped = sensitivity_wanted(options, len(layers), model_macs)
+        everything = frozenset(layer.root for layer in layers)
+        below = options.min_sqnr_db is not None and self.evaluator.sqnr(everything) < options.min_sqnr_db
+        if wanted or below:  # the floor's search orders the layers by it
             self.alone = sensitivity(self.evaluator, layers)
+            self.sensitivity_skipped = None
         if options.min_sqnr_db is None:
             return None
         max_float = max(1, int(len(layers) * MAX_FLOAT_SHARE))
@@ -93,7 +110,7 @@ class Run:
             }
             for layer in layers
         ]
-        report = {"sensitivity": rows if self.alone else []}
+        report = {"sensitivity": rows if self.alone else [], "sensitivity_skipped": self.sensitivity_skipped}
         if floor is not None:
             report["floor"] = {
                 "min_sqnr_db": options.min_sqnr_db,
@@ -109,6 +126,23 @@ class Run:
             "passes": round(self.evaluator.seconds, 4) if self.evaluator else 0.0,
         }
         return report
+
+
+def sensitivity_wanted(options: QuantOptions, layers: int, model_macs: int) -> tuple[bool, str | None]:
+    """(measure the per-layer sensitivity?, why not when the default decided against it).
+    Asked (--sensitivity / --no-sensitivity): as asked. By default: when its passes, one per
+    layer on SENSITIVITY_SAMPLES samples, multiply-accumulate at most SENSITIVITY_AUTO_MACS
+    in all (layers x samples x the model's MACs)."""
+    if options.sensitivity is not None:
+        return options.sensitivity, None
+    cost = layers * SENSITIVITY_SAMPLES * model_macs
+    if cost <= SENSITIVITY_AUTO_MACS:
+        return True, None
+    return False, (
+        f"not measured: {layers} layers x {SENSITIVITY_SAMPLES} samples x {model_macs:,} MACs is "
+        f"{cost:.2g} multiply-accumulates, above the {SENSITIVITY_AUTO_MACS:.0e} measured by default; "
+        "--sensitivity measures it"
+    )
 
 
 def floor_verdict(

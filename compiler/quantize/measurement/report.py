@@ -34,6 +34,8 @@ def accuracy_tables(accuracy: dict) -> list[Table]:
     for row in accuracy["layers"]:
         layers.add_row(row["name"], f"{row['sqnr_db']:.1f}")
     tables = [outputs, layers]
+    if accuracy.get("sensitivity_skipped"):
+        layers.caption = f"per-layer sensitivity {accuracy['sensitivity_skipped']}"
     if accuracy.get("sensitivity"):
         tables.append(sensitivity_table(accuracy))
     return tables
