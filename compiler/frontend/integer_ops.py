@@ -37,17 +37,7 @@ def decompose_integer_ops(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list
     if not targets:
         return model, []
     writer = _Writer(model)
-    nodes, done = [], []
-    for node in model.graph.node:
-        rule = _rule(node)
-        if rule is None:
-            nodes.append(node)
-            continue
-        nodes.extend(rule(writer, node))
-        done.append((node.name, node.op_type))
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    model.graph.initializer.extend(writer.initializers)
+    done = rewrite_nodes(model, writer, lambda node: (rule := _rule(node)) and rule(writer, node))
     _import_opset(model)
     return model, done
 
@@ -62,6 +52,23 @@ def _rule(node: onnx.NodeProto):
             "FusedConv": _fused_conv,
         }.get(node.op_type)
     return None
+
+
+def rewrite_nodes(model: onnx.ModelProto, writer: _Writer, rewrite) -> list[tuple[str, str]]:
+    """Each node in its place or, where `rewrite(node)` gives nodes, those; the writer's
+    constants added. [(node name, op type)] of the nodes rewritten."""
+    nodes, done = [], []
+    for node in model.graph.node:
+        written = rewrite(node)
+        if not written:
+            nodes.append(node)
+            continue
+        nodes.extend(written)
+        done.append((node.name, node.op_type))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    model.graph.initializer.extend(writer.initializers)
+    return done
 
 
 class _Writer:

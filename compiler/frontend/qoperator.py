@@ -44,13 +44,14 @@ import onnx
 from onnx import helper, version_converter
 
 from vpuc.compiler.errors import FrontendError, first_line
-from vpuc.compiler.frontend.integer_ops import MS_DOMAIN, _Writer
+from vpuc.compiler.frontend.integer_ops import MS_DOMAIN, _Writer, rewrite_nodes
 
 # com.microsoft QLinear<Op>: the float op, and where the (tensor, scale, zero point) triples
 # and the output's (scale, zero point) are among the inputs
 _UNARY = {"QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu", "QLinearSoftmax": "Softmax"}
 _BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
 _POOLS = {"QLinearAveragePool": "AveragePool", "QLinearGlobalAveragePool": "GlobalAveragePool"}
+_SINGLE_INPUT = {**_UNARY, **_POOLS}  # (X, sx, zx, sy, zy)
 # attributes of the com.microsoft op that are not the float op's
 _DROPPED_ATTRS = {"channels_last", "opset"}
 
@@ -66,17 +67,9 @@ def rewrite_qoperator_ops(model: onnx.ModelProto, name: str) -> tuple[onnx.Model
             value = next((a for a in node.attribute if a.name == "value"), None)
             if value is not None:
                 constants[node.output[0]] = onnx.numpy_helper.to_array(value.t)
-    nodes, done = [], []
-    for node in model.graph.node:
-        rule = _rule(node)
-        if rule is None:
-            nodes.append(node)
-            continue
-        nodes.extend(rule(_Rewrite(writer, constants, node, name)))
-        done.append((node.name, node.op_type))
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    model.graph.initializer.extend(writer.initializers)
+    done = rewrite_nodes(
+        model, writer, lambda node: (rule := _rule(node)) and rule(_Rewrite(writer, constants, node, name))
+    )
     if not any(n.domain == MS_DOMAIN for n in model.graph.node):
         kept = [o for o in model.opset_import if o.domain != MS_DOMAIN]
         del model.opset_import[:]
@@ -89,12 +82,10 @@ def _rule(node: onnx.NodeProto):
         return {"QLinearConv": _conv, "QLinearMatMul": _matmul}.get(node.op_type)
     if node.domain != MS_DOMAIN:
         return None
-    if node.op_type in _UNARY:
-        return _unary
+    if node.op_type in _SINGLE_INPUT:
+        return _single_input
     if node.op_type in _BINARY:
         return _binary
-    if node.op_type in _POOLS:
-        return _pool
     return {
         "QGemm": _gemm,
         "QLinearConcat": _concat,
@@ -209,33 +200,26 @@ def _gemm(r: _Rewrite) -> list:
     return r.quantize(out, r.arg(7), r.arg(8)) if quantized else r.nodes
 
 
-def _unary(r: _Rewrite) -> list:
+def _single_input(r: _Rewrite) -> list:
     attrs = {a.name: helper.get_attribute_value(a) for a in r.node.attribute}
+    why = None
     if r.node.op_type == "QLinearSoftmax" and attrs.get("opset", 13) < 13:
-        raise FrontendError(
-            f"{r.model_name}: node '{r.label}' (QLinearSoftmax): opset {attrs['opset']}'s softmax over "
-            "the input flattened to 2-D is not supported (opset 13's, over one axis, is)"
+        why = (
+            f"opset {attrs['opset']}'s softmax over the input flattened to 2-D is not supported "
+            "(opset 13's, over one axis, is)"
         )
+    elif attrs.get("channels_last", 0):
+        why = "channels_last=1 is not supported (the NCHW form is)"
+    if why:
+        raise FrontendError(f"{r.model_name}: node '{r.label}' ({r.node.op_type}): {why}")
     x = r.dequantize(r.arg(0), r.arg(1), r.arg(2), "x")
-    return r.quantize(r.op(_UNARY[r.node.op_type], [x], **r.attrs()), r.arg(3), r.arg(4))
+    return r.quantize(r.op(_SINGLE_INPUT[r.node.op_type], [x], **r.attrs()), r.arg(3), r.arg(4))
 
 
 def _binary(r: _Rewrite) -> list:
     a = r.dequantize(r.arg(0), r.arg(1), r.arg(2), "a")
     b = r.dequantize(r.arg(3), r.arg(4), r.arg(5), "b")
     return r.quantize(r.op(_BINARY[r.node.op_type], [a, b]), r.arg(6), r.arg(7))
-
-
-def _pool(r: _Rewrite) -> list:
-    attrs = {a.name: helper.get_attribute_value(a) for a in r.node.attribute}
-    channels_last = attrs.get("channels_last", 0)
-    if channels_last:
-        raise FrontendError(
-            f"{r.model_name}: node '{r.label}' ({r.node.op_type}): channels_last=1 is not supported "
-            "(the NCHW form is)"
-        )
-    x = r.dequantize(r.arg(0), r.arg(1), r.arg(2), "x")
-    return r.quantize(r.op(_POOLS[r.node.op_type], [x], **r.attrs()), r.arg(3), r.arg(4))
 
 
 def _concat(r: _Rewrite) -> list:
