@@ -16,7 +16,7 @@ from onnx import numpy_helper
 from vpuc.compiler.errors import QDQError
 
 QDQ_NODES = ("QuantizeLinear", "DequantizeLinear")
-ZERO_POINT_DTYPES = ("int8", "uint8", "int32")
+ZERO_POINT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
 
 def is_qdq_onnx(model: onnx.ModelProto) -> bool:

@@ -29,7 +29,7 @@ defines them on int8 and uint8.
 onnxruntime's quantiser writes com.microsoft QuantizeLinear / DequantizeLinear where the
 model's opset lacks a type it uses (int4 weights below opset 21): the same ops, written
 as the standard ones, int4 and uint4 constants widened to int8 and uint8 (the same values;
-int16 stays, and the QDQ check names it).
+int16 stays int16: a 16-bit tensor's layers run on the host CPU).
 
 The float op keeps the node's name, so reports name the node the user's model has; its
 DequantizeLinear and QuantizeLinear parts are named `<node>/dq_<input>` and `<node>/q`.

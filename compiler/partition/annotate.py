@@ -106,6 +106,11 @@ def _fusion_pattern(
             return False
         # Q/DQ-bound arguments: the module's bindings plus this match's own.
         seen = {**bound, **dict(ctx.matched_bindings.items())}
+        wide = _wide_tensor(ctx, seen)
+        if wide is not None:  # before the cost and planner checks: no cost makes it fit
+            why = f"{row.name}: the VPU computes int8 tensors ({wide}; 16-bit runs on the CPU)"
+            annotation.refuse(core_name, why)
+            return False
         # The core's own output has its input's layout (ops with a layout attribute say
         # theirs); its input may be a var an earlier composite just created, unknown here.
         refusals = _violations(ctx, core, core_name, target, layouts.get(core_name), seen, annotation.notes)
@@ -133,6 +138,37 @@ def _leak(ctx: PatternCheckContext) -> tuple[str, list[str]] | None:
         if outside:
             return var.name, sorted(outside)
     return None
+
+
+WIDE_DTYPES = ("int16", "uint16")
+
+
+def _wide_tensor(ctx: PatternCheckContext, seen) -> str | None:
+    """A 16-bit quantised tensor the match reads or writes ("'r1_q' is int16"), or None:
+    onnxruntime's quantiser writes int16 activations (A16W8, or one tensor by
+    TensorQuantOverrides), which the VPU's 8-bit datapath cannot hold."""
+    values = dict(ctx.matched_bindings.items())
+    for value in list(values.values()):  # the quantised inputs it reads
+        for arg in value.args if isinstance(value, relax.Call) else ():
+            if isinstance(arg, relax.Var) and arg not in values and op_name(seen.get(arg)) in _QDQ:
+                values[arg] = seen[arg]
+    root = _bound_var(ctx, ctx.matched_expr)
+    for user in ctx.var_usages.get(root, []) if root is not None else ():  # and what quantises its result
+        if op_name(seen.get(user)) == "relax.quantize":
+            values[user] = seen[user]
+    for var, value in values.items():
+        name = op_name(value)
+        if name not in _QDQ:
+            continue
+        quantised = value if name == "relax.quantize" else value.args[0]
+        ty = getattr(quantised, "ty", None)
+        dtype = str(ty.dtype) if isinstance(ty, relax.TensorType) else None
+        if dtype in WIDE_DTYPES:
+            return f"'{var.name}' is {dtype}"
+    return None
+
+
+_QDQ = ("relax.quantize", "relax.dequantize")
 
 
 def _leak_reason(pattern: str, value: str, readers: list[str]) -> str:
