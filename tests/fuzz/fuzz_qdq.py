@@ -31,9 +31,18 @@ class _Samples(CalibrationDataReader):
 
 
 def quantize(
-    model: onnx.ModelProto, seed: int, activation: str, per_channel: bool, quant_format=QuantFormat.QDQ
+    model: onnx.ModelProto,
+    seed: int,
+    activation: str,
+    per_channel: bool,
+    quant_format=QuantFormat.QDQ,
+    wide: tuple[str, ...] = (),
 ) -> onnx.ModelProto:
+    """`wide` names tensors the quantiser keeps at 16 bits (its TensorQuantOverrides: the
+    mixed precision of an int8 model with a few sensitive tensors in int16)."""
     activation_type = QuantType.QInt8 if activation == "int8" else QuantType.QUInt8
+    wide_type = QuantType.QInt16 if activation == "int8" else QuantType.QUInt16
+    extra = {"TensorQuantOverrides": {name: [{"quant_type": wide_type}] for name in wide}} if wide else {}
     logging.disable(logging.WARNING)
     try:
         with tempfile.TemporaryDirectory(prefix="vpuc-fuzz-qdq-") as workdir:
@@ -42,6 +51,7 @@ def quantize(
             quantize_static(
                 str(source), str(target), _Samples(model, seed), quant_format=quant_format,
                 per_channel=per_channel, activation_type=activation_type, weight_type=QuantType.QInt8,
+                extra_options=extra,
             )  # fmt: skip
             return onnx.load(target)
     finally:
@@ -61,6 +71,30 @@ def qdq_graphs(draw, graphs=None) -> tuple[onnx.ModelProto, int]:
         reject()
     if not any(node.op_type == "QuantizeLinear" for node in quantized.graph.node):
         reject()  # nothing it could quantise (a lone Flatten): a float model, the cpu test's job
+    return quantized, seed
+
+
+@st.composite
+def mixed_precision_graphs(draw) -> tuple[onnx.ModelProto, int]:
+    """(QDQ model, seed): a float graph quantised to 8 bits but for one to three of its
+    activations, which the quantiser keeps at 16 bits (the VPU leaves their layers to the host)."""
+    model, seed = draw(float_graphs(quantizable=True))
+    activation = draw(st.sampled_from(["int8", "uint8"]))
+    outputs = [name for node in model.graph.node for name in node.output if name]
+    if not outputs:
+        reject()
+    wide = draw(st.lists(st.sampled_from(outputs), min_size=1, max_size=3, unique=True))
+    try:
+        quantized = quantize(model, seed, activation, draw(st.booleans()), wide=tuple(wide))
+    except Exception:  # onnxruntime's quantiser fails on some valid graphs: not ours to test
+        reject()
+    zero_points = {t.name: t.data_type for t in quantized.graph.initializer}
+    sixteen = (onnx.TensorProto.INT16, onnx.TensorProto.UINT16)
+    if not any(
+        node.op_type == "QuantizeLinear" and len(node.input) > 2 and zero_points.get(node.input[2]) in sixteen
+        for node in quantized.graph.node
+    ):
+        reject()  # the chosen tensors were not quantised (a graph output, a view): no 16-bit tensor
     return quantized, seed
 
 

@@ -4,7 +4,8 @@ onnxruntime (tests/fuzz/fuzz_check.py has the property and the tolerances).
     cpu        float graphs (fuzz_graphs.float_graphs) against onnxruntime's float answer
     vpu, vpu-plus, u55-256   the same graphs quantised by onnxruntime's quantize_static (QDQ), against
                onnxruntime on that QDQ model, within 1 LSB of each output's quantisation;
-               and (vpu, vpu-plus) in its QOperator format, against its integer kernels
+               and (vpu, vpu-plus) in its QOperator format, against its integer kernels,
+               and with some tensors kept at 16 bits (mixed precision), against the QDQ model
 
 CI runs a bounded, derandomised number of examples; many more, with fresh randomness:
 
@@ -22,7 +23,7 @@ import pytest
 from fuzz_check import check_example
 from fuzz_exports import export_graphs
 from fuzz_graphs import float_graphs, random_inputs
-from fuzz_qdq import qdq_graphs, qoperator_graphs
+from fuzz_qdq import mixed_precision_graphs, qdq_graphs, qoperator_graphs
 from hypothesis import HealthCheck, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase as ExampleDatabase
 
@@ -30,6 +31,7 @@ LONG = "VPUC_FUZZ_EXAMPLES" in os.environ
 CI_EXAMPLES = {"cpu": 25, "vpu": 12, "vpu-plus": 12, "u55-256": 6}
 CI_EXPORT_EXAMPLES = 4  # per target: the exports' forms (fuzz_exports.py)
 CI_QOPERATOR_EXAMPLES = 4  # per target: onnxruntime's QOperator format
+CI_MIXED_EXAMPLES = 4  # per target: int8 models with some tensors at 16 bits
 
 
 def _settings(target: str, ci_examples: int | None = None, database: str = "fuzz"):
@@ -101,6 +103,27 @@ def test_qoperator_forms_match_onnxruntime_kernels(target):
             random_inputs(model, seed),
             "qdq",
             f"test_qoperator_forms_match_onnxruntime_kernels-{target}",
+        )
+
+    run()
+
+
+@pytest.mark.parametrize("target", ["vpu", "vpu-plus"])
+def test_mixed_precision_forms_match_qdq_reference(target):
+    """The same graphs quantised to int8 with one to three tensors kept at 16 bits
+    (onnxruntime's TensorQuantOverrides): the layers of a 16-bit tensor run on the host, the
+    rest on the VPU, against onnxruntime on the QDQ model."""
+
+    @_settings(target, CI_MIXED_EXAMPLES, database="mixed")
+    @given(mixed_precision_graphs())
+    def run(graph):
+        model, seed = graph
+        check_example(
+            model,
+            target,
+            random_inputs(model, seed),
+            "qdq",
+            f"test_mixed_precision_forms_match_qdq_reference-{target}",
         )
 
     run()
