@@ -57,7 +57,8 @@ def annotate(
     bound = relax.analysis.get_var2val(mod["main"])
     ops = _ops_of(mod)
     rows = [row for row in pattern_table(_concat_arities(mod["main"])) if may_match(row, ops)]
-    patterns = [_fusion_pattern(row, target, annotation, blocked, layouts, bound) for row in rows]
+    wide = _has_wide(bound)  # 16-bit Q/DQ anywhere: only then does a check look for them
+    patterns = [_fusion_pattern(row, target, annotation, blocked, layouts, bound, wide) for row in rows]
     try:
         mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)
         mod = relax.transform.MergeCompositeFunctions()(mod)
@@ -89,7 +90,7 @@ def _concat_arities(func: relax.Function) -> set[int]:
 
 
 def _fusion_pattern(
-    row: PatternRow, target: Target, annotation: Annotation, blocked, layouts, bound
+    row: PatternRow, target: Target, annotation: Annotation, blocked, layouts, bound, wide_module=False
 ) -> FusionPattern:
     def check(ctx: PatternCheckContext) -> bool:
         names = {var: var.name for var in ctx.matched_bindings.keys()}
@@ -106,7 +107,7 @@ def _fusion_pattern(
             return False
         # Q/DQ-bound arguments: the module's bindings plus this match's own.
         seen = {**bound, **dict(ctx.matched_bindings.items())}
-        wide = _wide_tensor(ctx, seen)
+        wide = _wide_tensor(ctx, seen) if wide_module else None
         if wide is not None:  # before the cost and planner checks: no cost makes it fit
             why = f"{row.name}: the VPU computes int8 tensors ({wide}; 16-bit runs on the CPU)"
             annotation.refuse(core_name, why)
@@ -143,6 +144,22 @@ def _leak(ctx: PatternCheckContext) -> tuple[str, list[str]] | None:
 WIDE_DTYPES = ("int16", "uint16")
 
 
+def _has_wide(bound) -> bool:
+    """Whether any quantize/dequantize of the module has a 16-bit side."""
+    return any(_wide_dtype(value) is not None for value in bound.values())
+
+
+def _wide_dtype(value) -> str | None:
+    """The 16-bit dtype of a quantize's result or a dequantize's input, else None."""
+    name = op_name(value)
+    if name not in _QDQ:
+        return None
+    quantised = value if name == "relax.quantize" else value.args[0]
+    ty = getattr(quantised, "ty", None)
+    dtype = str(ty.dtype) if isinstance(ty, relax.TensorType) else None
+    return dtype if dtype in WIDE_DTYPES else None
+
+
 def _wide_tensor(ctx: PatternCheckContext, seen) -> str | None:
     """A 16-bit quantised tensor the match reads or writes ("'r1_q' is int16"), or None:
     onnxruntime's quantiser writes int16 activations (A16W8, or one tensor by
@@ -157,13 +174,8 @@ def _wide_tensor(ctx: PatternCheckContext, seen) -> str | None:
         if op_name(seen.get(user)) == "relax.quantize":
             values[user] = seen[user]
     for var, value in values.items():
-        name = op_name(value)
-        if name not in _QDQ:
-            continue
-        quantised = value if name == "relax.quantize" else value.args[0]
-        ty = getattr(quantised, "ty", None)
-        dtype = str(ty.dtype) if isinstance(ty, relax.TensorType) else None
-        if dtype in WIDE_DTYPES:
+        dtype = _wide_dtype(value)
+        if dtype is not None:
             return f"'{var.name}' is {dtype}"
     return None
 
