@@ -20,6 +20,7 @@ one after the other on the caller's thread.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -135,6 +136,16 @@ def _worker() -> ThreadPoolExecutor:
     if not _WORKER:
         _WORKER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpuc-observe"))
     return _WORKER[0]
+
+
+def _after_fork() -> None:
+    """A forked child (a process pool) has neither the worker thread nor a lock it held."""
+    global _VM_LOCK
+    _WORKER.clear()
+    _VM_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _built(mod: tvm.IRModule, llvm_target: str):
