@@ -22,6 +22,7 @@ def _quantize(zoo_optimised, name: str, parts: int, monkeypatch):
     split = synthetic_split(imported.inputs, 32, seed=0)
     monkeypatch.setattr(split_build, "PARTS", parts)
     counts: list[int] = []
+
     def counting_parts(modules, *args):
         counts.append(len(modules))
         return _BUILD_PARTS(modules, *args)

@@ -20,6 +20,7 @@ def _compiled(model, target: str, parts: int, monkeypatch) -> tuple[Executable, 
     """The artifact compiled with `parts` LLVM modules, and the module counts it built."""
     monkeypatch.setattr(split_build, "PARTS", parts)
     counts: list[int] = []
+
     def counting_parts(modules, *args):
         counts.append(len(modules))
         return _BUILD_PARTS(modules, *args)
