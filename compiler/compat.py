@@ -109,11 +109,14 @@ def build_host(mod: tvm.IRModule, llvm_target: str, kernel_asserts: bool = False
     checks every input's shape and dtype. They were two thirds of the LLVM IR LLVM generated
     machine code for (tinyconvnet's switchable module: 3.7 MB -> 1.3 MB of IR, its build and
     VM start 5.0 s -> 2.4 s under load), and leaving them out changes no bit of any result
-    (tests/quantize/test_calibration_build.py). The artifact's host library is built by
+    (tests/quantize/test_calibration_build.py). Its kernels compile on LLVM threads
+    (compiler/host/split_build.py). The artifact's host library is built by
     compiler/host/build.py."""
+    from vpuc.compiler.host import split_build  # its kernels on LLVM threads, the JIT too
+
     target = {**tvm.target.Target(llvm_target).export(), "opt-level": QUICK_BUILD_OPT_LEVEL}
     with pass_config({"tirx.disable_assert": not kernel_asserts}):
-        return relax.build(mod, target=tvm.target.Target(target))
+        return split_build.build(mod, tvm.target.Target(target), jit=True)
 
 
 def pass_config(config: dict) -> tvm.transform.PassContext:

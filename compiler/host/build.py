@@ -5,7 +5,8 @@ exported library, for the host target of the Target's [host] section.
     lower      LegalizeOps + FuseOps + FuseTIR: one PrimFunc per fused kernel (tune/tasks.py)
     schedule   each kernel: the tuning database's best record for it if there is one,
                else the default schedule (tune/defaults.py)
-    build      the VM lowering passes + LLVM, then export_library
+    build      the VM lowering passes + LLVM (its kernels on threads: split_build.py),
+               then export_library
 
 The library is what `Executable` loads in a fresh process; export_library needs a C
 compiler on the machine (gcc is enough), which the README's setup assumes.
@@ -26,6 +27,7 @@ from tvm import relax
 
 from vpuc.compiler import compat
 from vpuc.compiler.errors import CompileError, InternalError, last_line
+from vpuc.compiler.host import split_build
 from vpuc.compiler.host.database import TuningDatabase, open_database
 from vpuc.compiler.host.defaults import ScheduleOptions, scheduled_or_as_written
 from vpuc.compiler.host.target import HostTarget, resolve_host_target
@@ -94,7 +96,7 @@ def _build(mod: tvm.IRModule, host: HostTarget, database: TuningDatabase | None,
     with tempfile.TemporaryDirectory(prefix="vpuc-build-") as workdir:
         path = Path(workdir) / "host.so"
         try:
-            executable.export_library(str(path))
+            split_build.export_library(executable, str(path))
         except Exception as exc:
             raise CompileError(f"{name}: exporting the host library failed: {last_line(exc)}") from None
         return HostBuild(path.read_bytes(), host, report, database.warnings if database else [])
@@ -106,7 +108,7 @@ def host_executable(
     """Schedule and build, in memory (tests run it on the VM without exporting a library)."""
     scheduled, report = schedule_host_module(mod, host, database)
     with compat.pass_config({"tirx.disable_assert": not KERNEL_ASSERTS}):
-        executable = relax.build(scheduled, target=host.target, relax_pipeline=lowering_pipeline(host))
+        executable = split_build.build(scheduled, host.target, lowering_pipeline(host))
     return executable, report
 
 

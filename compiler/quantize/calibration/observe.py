@@ -8,11 +8,22 @@ process for one module: `_built`) and runs it per sample:
     main(x) -> out                 =>   main(x) -> (out..., binding_1, ..., binding_k)
 
 Inputs are passed in the order of main's params, which is the order of the model inputs.
+
+`over` runs the next sample on a worker thread while its caller reads the values of this
+one (calibration's histograms, the accuracy report's figures): TVM's FFI releases the GIL
+while the VM runs, so on two cores the two overlap. The caller still sees the samples in
+order. Every such run is on one worker thread, and one lock keeps the VMs to one call at
+a time, its TVM tensors freed before the next call (the accuracy report reads two views of
+one executable at once, one_build.py, or two executables); AHEAD = False runs the samples
+one after the other on the caller's thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tvm
@@ -21,6 +32,9 @@ from tvm import relax
 from vpuc.compiler import compat
 from vpuc.compiler.quantize.calibration import kernels
 from vpuc.compiler.quantize.calibration.data import CalibrationData
+
+# over() runs the next sample on a thread while the caller reads this one (module docstring)
+AHEAD = True
 
 
 def expose(mod: tvm.IRModule, names: list[str]) -> tuple[tvm.IRModule, int]:
@@ -66,10 +80,16 @@ class Observer:
         inputs, already TVM tensors (one_build.Bound's lifted constants). `outputs_only`:
         the bindings' values are not copied out ({}): the sensitivity's and the floor's
         runs read only the outputs (ocr_cls: 172 of 220 runs, each 112 bindings)."""
-        result = self._vm["main"](*[compat.to_tvm(x) for x in inputs], *converted)
-        if outputs_only:  # main returns (the model's output, binding_1, ..., binding_k)
-            return compat.flatten_outputs(result[0]), {}
-        values = compat.flatten_outputs(result)
+        with _VM_LOCK:  # one VM at a time, its tensors freed before the next runs
+            arguments = [compat.to_tvm(x) for x in inputs]
+            result = self._vm["main"](*arguments, *converted)
+            if outputs_only:  # main returns (the model's output, binding_1, ..., binding_k)
+                values = compat.flatten_outputs(result[0])
+            else:
+                values = compat.flatten_outputs(result)
+            del arguments, result
+        if outputs_only:
+            return values, {}
         outputs = values[: self.output_count]
         return outputs, dict(zip(self.names, values[self.output_count :], strict=True))
 
@@ -81,11 +101,51 @@ class Observer:
         outputs_only: bool = False,
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         """run() for every sample of `data`, inputs taken in main's param order, then `extra`
-        (the switches of a switchable module, switch.py; converted once), then `converted`."""
+        (the switches of a switchable module, switch.py; converted once), then `converted`.
+        The next sample runs on a thread while the caller reads this one (module docstring)."""
         stacks = list(data.samples.values())
         tail = (*(compat.to_tvm(x) for x in extra), *converted)
-        for index in range(data.count):
-            yield self.run([stack[index, ...] for stack in stacks], tail, outputs_only)
+
+        def run(index: int):
+            return self.run([stack[index, ...] for stack in stacks], tail, outputs_only)
+
+        return _ahead(run, data.count) if AHEAD else (run(index) for index in range(data.count))
+
+
+def _ahead(run: Callable[[int], tuple], count: int) -> Iterator[tuple]:
+    """run(0), ..., run(count - 1) in order, each computed on the worker thread while the
+    caller still reads the one before."""
+    pending = _worker().submit(run, 0) if count else None
+    try:
+        for index in range(count):
+            result = pending.result()
+            pending = _worker().submit(run, index + 1) if index + 1 < count else None
+            yield result
+    finally:  # a caller that stops early: the run under way ends before the VM is let go
+        if pending is not None:
+            pending.cancel() or pending.exception()
+
+
+# Every run over() makes is on this one thread (TVM's VM is not run from two at once), and
+# _VM_LOCK keeps a run() called elsewhere from overlapping one.
+_VM_LOCK = threading.Lock()
+_WORKER: list[ThreadPoolExecutor] = []
+
+
+def _worker() -> ThreadPoolExecutor:
+    if not _WORKER:
+        _WORKER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpuc-observe"))
+    return _WORKER[0]
+
+
+def _after_fork() -> None:
+    """A forked child (a process pool) has neither the worker thread nor a lock it held."""
+    global _VM_LOCK
+    _WORKER.clear()
+    _VM_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _built(mod: tvm.IRModule, llvm_target: str):
