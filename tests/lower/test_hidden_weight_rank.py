@@ -72,3 +72,23 @@ def test_the_program_is_no_slower(vpu, monkeypatch):
     _, before = _mac_cycles(vpu, monkeypatch, False)
     _, after = _mac_cycles(vpu, monkeypatch, True)
     assert after <= before - 50  # c3 and c4 one instruction each: 2 x 50 fewer on the MAC array
+
+
+def test_a_ranking_that_does_not_fit_falls_back_to_the_tilings_as_before(vpu, monkeypatch):
+    """Planned without the hidden loads first, a subgraph whose program then fits no SRAM
+    (larger weight buffers) is lowered as before: the ranking never turns a program that
+    fits into an error."""
+    from vpuc.compiler.lower.codegen import emit
+    from vpuc.compiler.lower.errors import SramError
+
+    lowered = emit._lowered
+
+    def failing_when_ranked_hidden(subgraph, target):
+        if mac_bound.RANK_HIDDEN:
+            raise SramError("does not fit")
+        return lowered(subgraph, target)
+
+    monkeypatch.setattr(emit, "_lowered", failing_when_ranked_hidden)
+    program = emit.lower_subgraph(_trunk(), vpu)
+    monkeypatch.setattr(mac_bound, "RANK_HIDDEN", False)
+    assert program.program.instructions == emit.lower_subgraph(_trunk(), vpu).program.instructions

@@ -101,14 +101,20 @@ def lower_subgraph(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
     Where an earlier layer may take a layer's first weight load (its weight buffer live from
     there: prefetch.py), the layers are planned twice, each candidate tiling ranked without
     that load (mac_bound.ranked) and with it, and the program the estimate finds faster is
-    kept (a tie: the one ranked with it). Ranked alone, a layer cannot see whether the load
-    is hidden in the program, nor what its hand-over to the next layer costs."""
-    program, hiding = _lowered(subgraph, target)
+    kept (a tie, or the first not fitting SRAM: the one ranked with it). Ranked alone, a
+    layer cannot see whether the load is hidden in the program, nor what its hand-over to
+    the next layer costs."""
+    try:
+        program, hiding = _lowered(subgraph, target)
+    except LowerError:
+        if not mac_bound.RANK_HIDDEN:
+            raise
+        program, hiding = None, True
     if not hiding:
         return program
     with mac_bound.ranking_hidden(False):
         other, _ = _lowered(subgraph, target)
-    return program if program.estimate["cycles"] < other.estimate["cycles"] else other
+    return program if program and program.estimate["cycles"] < other.estimate["cycles"] else other
 
 
 def _lowered(subgraph: vops.Subgraph, target: Target) -> tuple[VpuProgram, bool]:
