@@ -37,6 +37,7 @@ from vpuc.targets import Target
 FIXED = {
     "checkpoints": ("NEVER",),
     "estimate": ("QUEUES",),
+    "mac_bound": ("_LARGEST",),
     "switches": ("SWITCHES",),
     "oracle": ("UNIT", "LUT_KINDS", "_ANSWERS", "_FINGERPRINTS"),
     "plan": ("BLOB_PREFIX",),

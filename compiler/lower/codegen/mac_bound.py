@@ -16,12 +16,16 @@ tests/lower/test_mac_bound.py holds this to the events' bound on a spread of sha
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.kernel_split import Piece
 from vpuc.compiler.lower.codegen.mac_shape import (
     _block_bytes,
+    _buffers,
     _choices,
     chunks,
     fitting,
@@ -30,8 +34,11 @@ from vpuc.compiler.lower.codegen.mac_shape import (
     packed_requant,
     piece_geometry,
     rows_view,
+    streams_weights,
+    tile_count,
 )
 from vpuc.compiler.lower.codegen.plan import Addr, Spec
+from vpuc.compiler.lower.codegen.residency import aligned
 from vpuc.compiler.lower.codegen.tiling import (
     UNIT_OF_OPCODE,
     Context,
@@ -142,7 +149,7 @@ def mac_ends(
     if ("weights", w_bytes) not in memo:
         load = transfer.contiguous(Opcode.LOAD, Addr(f"blob{ctx.index}.weights"), Addr("w"), w_bytes)
         memo[("weights", w_bytes)] = _longest(ctx, [load])
-    waits = [memo[("weights", w_bytes)]]
+    waits = [] if _weights_hidden(op, shape, choice, ctx, gather) else [memo[("weights", w_bytes)]]
     x_view, y_view = ctx.view(op.inputs[0]), ctx.view(op.output)
     if isinstance(op, vops.Dense):
         x_view, y_view = rows_view(x_view), rows_view(y_view)
@@ -157,7 +164,7 @@ def mac_ends(
                 ctx, transfer.band(Opcode.LOAD, x_view, 0, (i0, i1), chunk.steps[0], Addr("in"))
             )
         waits.append(memo[key])
-    head = max(0, max(waits) - wait_overlap(ctx.hw, Unit.MAC))
+    head = max(0, max(waits, default=0) - wait_overlap(ctx.hw, Unit.MAC))
     (r0, r1), (o0, o1) = with_mac[-1], parts[-1].out
     tail = memo[("requant", (r1 - r0) * shape.ow, o1 - o0)] - overlap
     if ctx.in_dram(op.output):
@@ -167,6 +174,16 @@ def mac_ends(
             memo[key] = _longest(ctx, band)
         tail += memo[key] - overlap
     return head, tail
+
+
+def _weights_hidden(op, shape, choice, ctx: Context, gather) -> bool:
+    """Whether ranked leaves the candidate's first weight load out: hides_weights of its
+    buffers as build_mac makes them."""
+    if not RANK_HIDDEN or not ctx.prefetch_rooms:
+        return False
+    x_dram, y_dram = ctx.in_dram(op.inputs[0]), ctx.in_dram(op.output)
+    buffers = _buffers(shape, choice, ctx, x_dram, y_dram, tile_count(shape, choice), gather)
+    return hides_weights(buffers.values(), ctx)
 
 
 def _requant_cycles(ctx: Context, shape, pixels: int, width: int) -> int:
@@ -227,6 +244,81 @@ def _gathered(ctx: Context, shape, choice, parts, gather, busy: dict, memo: dict
             memo[key] = found
         for unit in busy:
             busy[unit] += memo[key][unit]
+
+
+# Whether the search ranks a candidate without a first weight load an earlier layer hides
+# (ranked); off, with it: the tilings chosen before issue 21's stage-3/4 change.
+RANK_HIDDEN = True
+
+
+@contextmanager
+def ranking_hidden(on: bool) -> Iterator[None]:
+    """RANK_HIDDEN set to `on` while it lasts (emit.lower_subgraph plans both ways)."""
+    global RANK_HIDDEN
+    saved, RANK_HIDDEN = RANK_HIDDEN, on
+    try:
+        yield
+    finally:
+        RANK_HIDDEN = saved
+
+
+def ranked(events: Events, plan) -> Events:
+    """The events a candidate is ranked by: without the first load into its weight buffer
+    when that buffer is live from an earlier layer (tiling.buffer found it room there), as
+    prefetch.py may then hoist that load under the earlier layers' compute. Ranked with it,
+    a layer alone paid its whole weights' load before its first MAC, and a tiling whose
+    first block is smaller won by that head alone where the load was hidden: tinyconv's
+    last two convs on `vpu` took two 16-channel chunks, whose last chunk's requantisation
+    the next layer waits for, over all 32 channels at once in one instruction, 50 cycles
+    fewer on the MAC array. Whether it is hidden only the program's estimate can say:
+    emit.lower_subgraph plans both ways and keeps the faster program."""
+    if not RANK_HIDDEN or not hides_weights(plan.buffers, events.ctx):
+        return events
+    name = f"L{events.ctx.index}.w"
+    loads = [i for i, e in enumerate(events.events) if e.what == "weights" and (name, 0) in e.writes]
+    if not loads:
+        return events
+    return Events(events.ctx, events.events[: loads[0]] + events.events[loads[0] + 1 :])
+
+
+def hides_weights(buffers, ctx: Context) -> bool:
+    """Whether the weight buffer (role "w") among `buffers` is live from an earlier layer."""
+    name = f"L{ctx.index}.w"
+    return any(b.name == name and b.first < ctx.index for b in buffers)
+
+
+def hiding_key(shape, ctx: Context) -> tuple:
+    """What decides whether a candidate's first weight load is ranked (ranked), for the
+    search's memo: the nearest prefetch room's bytes (tiling.buffer), up to the largest
+    weight buffer of any candidate (from there on every one fits: the same ranking)."""
+    if "w" not in ctx.prefetch_roles or not ctx.prefetch_rooms or not RANK_HIDDEN:
+        return ()
+    return (min(ctx.prefetch_rooms[0][1], _largest_weights(shape, ctx)),)
+
+
+_LARGEST: dict[tuple, int] = {}
+
+
+def _largest_weights(shape, ctx: Context) -> int:
+    """The bytes of the largest weight buffer of the layer's candidates (_buffers' "w")."""
+    mode, lanes = ctx.target.numerics.requant, ctx.hw.vector_lanes
+    key = (shape, ctx.hw, mode, streams_weights(shape, ctx))
+    if key not in _LARGEST:
+        largest = 0
+        alike = {replace(c, band=1, order="rows", vector=(0, 1)) for g in _choices(shape, ctx) for c in g}
+        for choice in alike:  # (the weight buffer reads neither band, order nor vector share)
+            parts = chunks(shape, choice)
+            blocks = [
+                _block_bytes(shape, c, s, k == len(c.steps) - 1, mode, lanes)[1]
+                for c in parts
+                for k, s in enumerate(c.steps)
+            ]
+            slots = 1 if choice.whole or len(blocks) == 1 else 2
+            largest = max(largest, aligned(sum(blocks) if choice.whole else max(blocks)) * slots)
+        if len(_LARGEST) >= 4096:
+            _LARGEST.clear()
+        _LARGEST[key] = largest
+    return _LARGEST[key]
 
 
 def events_bound(events: Events) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from vpuc.compiler.lower.codegen import (
     cascade,
     emit,
+    mac_bound,
     mac_shape,
     prefetch,
     residency,
@@ -34,6 +35,7 @@ SWITCHES = (
     (tile_mac, "TRAFFIC_SLACK"),
     (mac_shape, "VECTOR_SPLITS"),
     (mac_shape, "STREAM_SPLITS"),  # weights streamed in input-channel steps and lead chunks
+    (mac_bound, "RANK_HIDDEN"),  # a first weight load an earlier layer hides left out of the ranking
     (tiling, "STORE_KEY"),
 )
 

@@ -128,7 +128,7 @@ def _fastest_for_its_traffic(candidates: list[OpPlan], ctx: Context) -> OpPlan:
 
 
 def _cycles(plan: OpPlan, ctx: Context) -> int:
-    return Events(ctx, plan.events).estimate(Clock())
+    return mac_bound.ranked(Events(ctx, plan.events), plan).estimate(Clock())
 
 
 def least_cycles(op: vops.Conv | vops.Dense, ctx: Context) -> int | None:

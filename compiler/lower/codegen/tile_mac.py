@@ -25,10 +25,8 @@ from __future__ import annotations
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import transfer
 from vpuc.compiler.lower.codegen.estimate import Clock
-from vpuc.compiler.lower.codegen.kernel_split import (
-    conv_limits,
-)
-from vpuc.compiler.lower.codegen.mac_bound import busy_bound
+from vpuc.compiler.lower.codegen.kernel_split import conv_limits
+from vpuc.compiler.lower.codegen.mac_bound import busy_bound, hiding_key, ranked
 from vpuc.compiler.lower.codegen.mac_shape import (
     Choice,
     Chunk,
@@ -100,12 +98,15 @@ def _search_key(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool) -
     tensors' names (they find input waits on the clock, which the search starts empty),
     where its views sit in their storage (addresses, which no cost reads) and the prefetch
     rooms and roles (they set when a buffer may start being live, not its bytes) but for
-    whether they let an earlier layer take the weights (streams_weights: which candidates)."""
+    whether they let an earlier layer take the weights (streams_weights: which candidates) and
+    the nearest room's bytes (whether a candidate's first weight load is ranked:
+    mac_bound.ranked)."""
     target, requant = ctx.target, op.requant
     return (
         type(op), shape, x_dram, y_dram, _placed(ctx.view(op.inputs[0])), _placed(ctx.view(op.output)),
         target.name, target.hardware, target.numerics, conv_limits(target), ctx.budget,
         op.in_q[0].zero_point, requant.zero_point, tuple(requant.clamp), streams_weights(shape, ctx),
+        hiding_key(shape, ctx),
     )  # fmt: skip
 
 
@@ -136,7 +137,7 @@ def _search(op, ctx: Context, shape: MacShape, x_dram: bool, y_dram: bool, gathe
             if fastest is not None and bound > fastest * (1 + TRAFFIC_SLACK):
                 break  # outside the slack of the fastest however its events overlap: all after it too
             plan, events = build_mac(op, ctx, shape, choice, gather)
-            cycles = events.estimate(Clock())
+            cycles = ranked(events, plan).estimate(Clock())
             fastest = cycles if fastest is None else min(fastest, cycles)
             scored.append((index, cycles, plan.dram_read_bytes + plan.dram_write_bytes, choice))
         if scored:
