@@ -85,7 +85,7 @@ def console_main(argv: Sequence[str] | None = None) -> int:
     (cli_commands.FREEZE_AFTER_IMPORTS)."""
     if argv is not None:
         return main(argv)
-    commands.FREEZE_AFTER_IMPORTS = True
+    commands.own_process()  # freezes a compile's imports, the collector paused until then
     code = main()
     if not isinstance(code, int) or _threads_running():
         sys.exit(code)
@@ -119,6 +119,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _guarded(command: str, handler: Callable[[argparse.Namespace], int], args) -> int:
+    commands.collector_for(command)  # TVM's import starts on the next lines
     from vpuc.compiler.errors import CompileError, InternalError
     from vpuc.runtime.errors import USER_ERRORS
     from vpuc.targets import TargetError

@@ -50,27 +50,44 @@ FIXED = {
     "transfer": ("MAX_ROWS", "MAX_ROW_BYTES"),
 }
 
-_LOWERED: dict[bytes, VpuProgram | LowerError] = {}
+# key -> (the program or the failure, the symbol and index it was lowered under)
+_LOWERED: dict[bytes, tuple[VpuProgram | LowerError, str, int]] = {}
 _MAX_ENTRIES = 256  # emptied when full, or when the weight blobs held pass _MAX_BLOB_BYTES
 _MAX_BLOB_BYTES = 256 << 20
+# Whether the key leaves out the subgraph's symbol and index (emit.lower_subgraph reads them
+# only to label the program: VpuProgram.symbol and .index, Program.source, its failures'
+# messages), so that a subgraph the final cut numbers otherwise than the raw cut takes the
+# raw cut's program under its own labels (YOLOv8n-320: 47 of its 60); off, it lowers again.
+UNLABELLED_KEY = True
 
 
 def lower(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
     """emit.lower_subgraph(subgraph, target), once per content, target and switches."""
-    key = memo_key(subgraph, target)
+    key = memo_key(_unlabelled(subgraph) if UNLABELLED_KEY else subgraph, target)
     found = _LOWERED.get(key)
+    if found is not None and isinstance(found[0], LowerError) and found[1:] != (subgraph.symbol, subgraph.index):
+        found = None  # a failure's message names the subgraph: lowered again under this name
     if found is None:
         try:
-            found = emit.lower_subgraph(subgraph, target)
+            result = emit.lower_subgraph(subgraph, target)
         except LowerError as exc:
-            found = exc
-        held = sum(len(p.blob) for p in _LOWERED.values() if isinstance(p, VpuProgram))
+            result = exc
+        held = sum(len(p.blob) for p, _, _ in _LOWERED.values() if isinstance(p, VpuProgram))
         if len(_LOWERED) >= _MAX_ENTRIES or held > _MAX_BLOB_BYTES:
             _LOWERED.clear()
-        _LOWERED[key] = found
-    if isinstance(found, LowerError):
-        raise copy.copy(found).with_traceback(None)
-    return copy.deepcopy(found, {id(found.program): found.program})
+        found = _LOWERED[key] = (result, subgraph.symbol, subgraph.index)
+    result = found[0]
+    if isinstance(result, LowerError):
+        raise copy.copy(result).with_traceback(None)
+    program = copy.deepcopy(result, {id(result.program): result.program})
+    if found[1:] != (subgraph.symbol, subgraph.index):  # the labels lower_subgraph gives it
+        program.symbol, program.index = subgraph.symbol, subgraph.index
+        program.program = dataclasses.replace(result.program, source=subgraph.symbol)
+    return program
+
+
+def _unlabelled(subgraph: vops.Subgraph) -> vops.Subgraph:
+    return dataclasses.replace(subgraph, symbol="", index=0)
 
 
 def memo_key(subgraph: vops.Subgraph, target: Target) -> bytes:

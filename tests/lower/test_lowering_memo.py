@@ -67,12 +67,59 @@ def test_what_lowering_reads_is_in_the_key(vpu, lowerings):
     other_weights.ops[0] = dataclasses.replace(conv, weights=weights)
     memo.lower(other_weights, vpu)
     memo.lower(_subgraph(), with_sram(vpu, 16 * 1024))
-    renamed = _subgraph()
-    renamed.symbol = "elsewhere"
-    memo.lower(renamed, vpu)
-    assert len(lowerings) == 4
+    assert len(lowerings) == 3
     memo.lower(_subgraph(), vpu)
-    assert len(lowerings) == 4
+    assert len(lowerings) == 3
+
+
+def _labelled(symbol: str, index: int):
+    subgraph = _subgraph()
+    subgraph.symbol, subgraph.index = symbol, index
+    return subgraph
+
+
+def test_another_label_takes_the_program_under_its_own(vpu, lowerings):
+    """A subgraph differing only by its symbol and index (the final cut numbering it otherwise
+    than the raw cut) is not lowered again: it gets what a fresh lowering of it gives, its
+    labels included (memo.UNLABELLED_KEY)."""
+    memo.lower(_labelled("vpu_sg0", 0), vpu)
+    again = memo.lower(_labelled("vpu_sg3", 3), vpu)
+    assert len(lowerings) == 1
+    cold = emit.lower_subgraph(_labelled("vpu_sg3", 3), vpu)  # a lowering without the memo
+    assert _bytes(again) == _bytes(cold)
+    assert (again.symbol, again.index, again.program.source) == (cold.symbol, cold.index, cold.program.source)
+    assert again.estimate == cold.estimate and again.layers == cold.layers
+    assert again.inputs == cold.inputs and again.outputs == cold.outputs and again.dram_map == cold.dram_map
+    assert again.checkpoints == cold.checkpoints
+    first = memo.lower(_labelled("vpu_sg0", 0), vpu)  # the first labels kept for their own
+    assert (first.symbol, first.index, first.program.source) == ("vpu_sg0", 0, "vpu_sg0")
+
+
+def test_with_the_labels_in_the_key_another_label_lowers_again(vpu, lowerings, monkeypatch):
+    monkeypatch.setattr(memo, "UNLABELLED_KEY", False)
+    memo.lower(_labelled("vpu_sg0", 0), vpu)
+    memo.lower(_labelled("vpu_sg3", 3), vpu)
+    assert len(lowerings) == 2
+
+
+def test_a_failure_under_another_label_names_its_own(vpu, monkeypatch):
+    """A failure's message may name the subgraph (emit: "vpu_sg2: its layers do not fit SRAM
+    together"): under another label it is lowered again, so the message names that one."""
+    calls = []
+
+    def failing(subgraph, target):
+        calls.append(subgraph.symbol)
+        raise LowerError(f"{subgraph.symbol}: its layers do not fit SRAM together")
+
+    monkeypatch.setattr(memo, "_LOWERED", {})
+    monkeypatch.setattr(emit, "lower_subgraph", failing)
+    messages = []
+    for symbol, index in (("vpu_sg0", 0), ("vpu_sg5", 5), ("vpu_sg0", 0)):
+        with pytest.raises(LowerError) as caught:
+            memo.lower(_labelled(symbol, index), vpu)
+        messages.append(str(caught.value).split(":")[0])
+    assert messages == ["vpu_sg0", "vpu_sg5", "vpu_sg0"]
+    assert calls == ["vpu_sg0", "vpu_sg5", "vpu_sg0"]  # the last: vpu_sg5's replaced it
 
 
 @pytest.mark.parametrize(

@@ -108,3 +108,35 @@ def test_compile_freezes_the_imports_only_in_its_own_process(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip().splitlines()[-1] == "code 2 frozen False", result.stderr
+
+
+PAUSED = """
+import atexit, gc, sys
+from vpuc.compiler import cli
+
+before_freeze = []  # collections while nothing is frozen yet: during the imports
+gc.callbacks.append(lambda phase, info: phase == "start" and gc.get_freeze_count() == 0 and before_freeze.append(1))
+atexit.register(lambda: print("thresholds", gc.get_threshold()))
+atexit.register(lambda: print("collections", len(before_freeze), "enabled", gc.isenabled()))
+sys.argv = ["vpuc", *sys.argv[1:]]
+before_freeze.clear()  # cli's own imports are light: counted from here
+cli.console_main()
+"""
+
+
+def test_collector_paused_only_during_a_freezing_commands_imports(tmp_path):
+    """`vpuc compile` in its own process runs no collection before its imports are frozen
+    (cli_commands.own_process: importing TVM makes about 100,000 objects
+    that live to the end) and collects again after them, a young collection per 200,000
+    allocations (cli_commands.COMMAND_GC_THRESHOLDS); `vpuc targets` freezes nothing and
+    leaves the collector on, at CPython's thresholds."""
+    model = tmp_path / "not_a_model.onnx"
+    model.write_bytes(b"not a protobuf")
+    argv = ("compile", str(model), "--target", "cpu", "-o", str(tmp_path / "x.vpub"))
+    result = subprocess.run([sys.executable, "-c", PAUSED, *argv], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout.strip().splitlines()[-2:] == ["collections 0 enabled True", "thresholds (200000, 30, 30)"]
+    result = subprocess.run([sys.executable, "-c", PAUSED, "targets"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    enabled, thresholds = result.stdout.strip().splitlines()[-2:]
+    assert enabled.endswith("enabled True") and thresholds == "thresholds (700, 10, 10)"  # CPython's defaults
