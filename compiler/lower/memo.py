@@ -65,7 +65,8 @@ def lower(subgraph: vops.Subgraph, target: Target) -> VpuProgram:
     """emit.lower_subgraph(subgraph, target), once per content, target and switches."""
     key = memo_key(_unlabelled(subgraph) if UNLABELLED_KEY else subgraph, target)
     found = _LOWERED.get(key)
-    if found is not None and isinstance(found[0], LowerError) and found[1:] != (subgraph.symbol, subgraph.index):
+    labels = (subgraph.symbol, subgraph.index)
+    if found is not None and isinstance(found[0], LowerError) and found[1:] != labels:
         found = None  # a failure's message names the subgraph: lowered again under this name
     if found is None:
         try:
