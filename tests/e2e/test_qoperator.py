@@ -269,6 +269,8 @@ def test_int4_weights_in_contrib_qdq_run_as_int8(folder):
         str(folder / "float.onnx"), str(folder / "a16.onnx"), _Samples(samples), quant_format=QuantFormat.QDQ,
         activation_type=QuantType.QInt16, weight_type=QuantType.QInt8,
     )  # fmt: skip
-    refused = _vpuc("compile", folder / "a16.onnx", "--target", "vpu-plus", "-o", folder / "a16.vpub")
-    assert refused.returncode == 2 and "is int16" in refused.stderr, refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1 and not (folder / "a16.vpub").exists()
+    # 16-bit activations compile since stop 40; their layers run on the host
+    # (tests/e2e/test_int16_activations.py holds them against onnxruntime)
+    compiled = _vpuc("compile", folder / "a16.onnx", "--target", "vpu-plus", "-o", folder / "a16.vpub")
+    assert compiled.returncode == 0, compiled.stderr
+    assert "0 VPU subgraphs" in compiled.stdout, compiled.stdout
