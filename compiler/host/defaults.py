@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import s_tir, tirx
 
+from vpuc.compiler import compat
 from vpuc.compiler.host.padding import decompose_narrow_padding
 
 # Register tile: f x v accumulators of one vector each (f rows of the register axis, v
@@ -149,10 +150,11 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
 
 
 def _feeds_parallel_reduction(sch: s_tir.Schedule, block, options: ScheduleOptions) -> bool:
-    """Whether `block` is an elementwise producer (a conv's padded copy) whose one consumer
-    is a reduction that runs in parallel: that reduction computes it inside each chunk."""
+    """Whether `block` copies one buffer (a conv's padded copy, de-interleaved or not) for a
+    single consumer that is a reduction running in parallel: that reduction computes it inside
+    each chunk. Anything computed (a dequantised weight) stays at the root, computed once."""
     stmt = sch.get(block)
-    if any(int(iv.iter_type) != DATA_PAR for iv in stmt.iter_vars):
+    if any(int(iv.iter_type) != DATA_PAR for iv in stmt.iter_vars) or not _is_copy(stmt):
         return False
     consumers = sch.get_consumers(block)
     if len(consumers) != 1:
@@ -161,6 +163,13 @@ def _feeds_parallel_reduction(sch: s_tir.Schedule, block, options: ScheduleOptio
     if COMM_REDUCE not in kinds or DATA_PAR not in kinds:
         return False
     return _in_parallel(_macs(sch, consumers[0]), options)
+
+
+def _is_copy(stmt) -> bool:
+    """The block stores one buffer's element, or a constant where it pads (if_then_else)."""
+    if not isinstance(stmt.body, tirx.BufferStore) or len(stmt.reads) != 1:
+        return False
+    return compat.loaded_element(stmt.body.value) is not None
 
 
 def _in_parallel(macs: int, options: ScheduleOptions) -> bool:
@@ -294,7 +303,7 @@ def _producers_in_chunk(sch: s_tir.Schedule, block, chunk, options: ScheduleOpti
         stmt = sch.get(producer)
         if len(sch.get_loops(producer)) != len(stmt.iter_vars) or len(sch.get_consumers(producer)) != 1:
             continue  # scheduled already, or read by another block too
-        if any(int(iv.iter_type) != DATA_PAR for iv in stmt.iter_vars):
+        if any(int(iv.iter_type) != DATA_PAR for iv in stmt.iter_vars) or not _is_copy(stmt):
             continue
         try:
             sch.compute_at(producer, chunk, preserve_unit_loops=True)

@@ -104,3 +104,16 @@ def test_a_narrow_padding_is_zeros_then_a_copy_and_equals_np_pad(channels, size,
     out = tvm.runtime.tensor(np.full((1, channels, size + 2, size + 2), np.nan, np.float32))
     _build(scheduled)["main"](tvm.runtime.tensor(data), out)
     assert np.array_equal(out.numpy(), np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1))))
+
+
+def test_a_computed_producer_stays_at_the_root_computed_once():
+    """Dequantised weights (int8 x scale) feed the parallel conv too: each chunk reads all of
+    them, so computing them in the chunks would do it twice on one thread. Only the padded
+    copy moves into the chunks."""
+    x = te.placeholder((1, 16, 32, 32), name="x")
+    wq = te.placeholder((16, 16, 3, 3), name="wq", dtype="int8")
+    w = te.compute(wq.shape, lambda *i: wq(*i).astype("float32") * 0.5, name="dequant")
+    func = te.create_prim_func([x, wq, topi.nn.conv2d_nchw(x, w, 1, 1, 1)])
+    script = default_schedule(func, AVX512_TWO_CORES).script()
+    parallel = script.index("T.parallel(2)")
+    assert script.index('T.sblock("dequant")') < parallel < script.index('T.sblock("pad_temp")')
