@@ -52,9 +52,10 @@ VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
 # Parallel loops from 2^20 MACs: with a pool launch of L = 3.0 us, a loop of serial time T
 # gains a third on two threads from T >= 6L = 18 us, about 1M MACs at the default conv
-# schedule's 50-57 MACs/ns (resnet_mini's six 1.2-2.4M-MAC convs parallel: 1.44x onnxruntime's
-# two threads idle against 1.6-1.9x serial). A static split stalls at its barrier when another
-# process holds a pool thread's core (a model of 71 us took 4.0 ms), so the pool's threads
+# schedule's 50-57 MACs/ns (resnet_mini's six 1.2-2.4M-MAC convs parallel, each chunk its own
+# rows: 1.12-1.26x onnxruntime's two threads idle, against 1.4-1.5x with chunks over output
+# channels and 1.6-1.9x serial). A static split stalls at its barrier when another process
+# holds a pool thread's core (a model of 71 us took 4.0 ms), so the pool's threads
 # follow the load between runs (targets/host_cores.py, PoolFollower): under load one thread
 # runs the chunks in turn with the serial loop's code (docs/tuning.md, "threads").
 PARALLEL_MIN_MACS = 1 << 20  # a reduction block runs in parallel from this many MACs
