@@ -268,3 +268,12 @@ def structural_equal(a, b) -> bool:
     import tvm_ffi
 
     return bool(tvm_ffi.structural_equal(a, b))
+
+
+def loaded_element(expr):
+    """The buffer load a TIR value copies, seen through a padding's
+    if_then_else(in bounds, load, pad value); None if it computes anything else. (TVM 0.27's
+    BufferLoad is tvm.ir.expr.TensorLoad, its Call tvm.ir.expr.Call.)"""
+    if isinstance(expr, tvm.ir.expr.Call) and expr.op.name.endswith("if_then_else"):
+        expr = expr.args[1]
+    return expr if isinstance(expr, tvm.ir.expr.TensorLoad) else None

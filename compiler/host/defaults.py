@@ -19,9 +19,13 @@ docs/tuning.md). So each top-level block of a kernel gets one fixed, legal sched
              (cache_write "local" at the tile, written back with the elementwise epilogue
              inlined: bias, relu, ... cost no extra pass over memory)
     spatial block (elementwise, pad, transpose, ...):
-        innermost loop vectorised when its extent allows, outer loops fused and parallel
+        innermost loop vectorised when its extent allows, outer loops fused and parallel;
+        a padding whose padded row vectorises narrowly: zeros, then the copy (padding.py)
     a strided conv's padded input (the kernel's own buffer) is written de-interleaved,
         [.., w % s, w // s], so the conv's vector loads along w are contiguous
+    a parallel reduction's chunks split its outer loops other than the register axis (a
+        conv's rows, not its output channels), and its padded input is computed inside
+        each chunk, over the rows that chunk reads: no serial copy before the parallel loop
 
 Loops run in parallel only where the work amortises a thread-pool launch (see
 PARALLEL_MIN_MACS for what was measured). Every step is a
@@ -37,6 +41,9 @@ from dataclasses import dataclass
 import tvm
 from tvm import s_tir, tirx
 
+from vpuc.compiler import compat
+from vpuc.compiler.host.padding import decompose_narrow_padding
+
 # Register tile: f x v accumulators of one vector each (f rows of the register axis, v
 # vectors of the output), the v vector loads and the one broadcast they share must fit the
 # vector registers: 16 with AVX2, 32 with AVX-512.
@@ -45,9 +52,10 @@ VECTOR_REGISTERS_WIDE = 32  # with 512-bit vectors (AVX-512)
 WIDE_VECTOR_LANES = 16  # float32 lanes of a 512-bit register
 # Parallel loops from 2^20 MACs: with a pool launch of L = 3.0 us, a loop of serial time T
 # gains a third on two threads from T >= 6L = 18 us, about 1M MACs at the default conv
-# schedule's 50-57 MACs/ns (resnet_mini's six 1.2-2.4M-MAC convs parallel: 1.44x onnxruntime's
-# two threads idle against 1.6-1.9x serial). A static split stalls at its barrier when another
-# process holds a pool thread's core (a model of 71 us took 4.0 ms), so the pool's threads
+# schedule's 50-57 MACs/ns (resnet_mini's six 1.2-2.4M-MAC convs parallel, each chunk its own
+# rows: 1.12-1.26x onnxruntime's two threads idle, against 1.4-1.5x with chunks over output
+# channels and 1.6-1.9x serial). A static split stalls at its barrier when another process
+# holds a pool thread's core (a model of 71 us took 4.0 ms), so the pool's threads
 # follow the load between runs (targets/host_cores.py, PoolFollower): under load one thread
 # runs the chunks in turn with the serial loop's code (docs/tuning.md, "threads").
 PARALLEL_MIN_MACS = 1 << 20  # a reduction block runs in parallel from this many MACs
@@ -101,6 +109,7 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
     names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
     for name in names:
         sch = _deinterleave_strided_reads(sch, name)
+    deferred = []  # producers a parallel reduction computes in its chunks (_schedule_reduction)
     for name in names:
         try:
             block = sch.get_sblock(name)
@@ -111,6 +120,9 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
             # vectorised bools break TVM 0.27's LLVM codegen (an invalid `and <6 x i1>`) or,
             # worse, compute wrong values (IsInf in Mod's infinity fix): found by ONNX's node
             # tests (isinf_negative, mod_float_edge_cases_*); such blocks stay as written
+            continue
+        if _feeds_parallel_reduction(sch, block, options):
+            deferred.append(name)
             continue
         kinds = [int(iv.iter_type) for iv in stmt.iter_vars]
         if len(sch.get_loops(block)) != len(kinds):
@@ -126,7 +138,51 @@ def default_schedule_of(func: tirx.PrimFunc, options: ScheduleOptions) -> s_tir.
         except SCHEDULE_ERRORS:
             continue
         sch = trial
+    for name in deferred:  # those the reduction did not take (its chunks not split): where they are
+        block = sch.get_sblock(name)
+        if len(sch.get_loops(block)) == len(sch.get(block).iter_vars):
+            trial = sch.copy()
+            try:
+                _schedule_spatial(trial, trial.get_sblock(name), options)
+            except SCHEDULE_ERRORS:
+                continue
+            sch = trial
     return sch
+
+
+def _feeds_parallel_reduction(sch: s_tir.Schedule, block, options: ScheduleOptions) -> bool:
+    """Whether `block` copies one buffer (a conv's padded copy, de-interleaved or not) for a
+    single consumer that is a reduction running in parallel: that reduction computes it inside
+    each chunk. Anything computed (a dequantised weight) stays at the root, computed once."""
+    stmt = sch.get(block)
+    if any(int(iv.iter_type) != DATA_PAR for iv in stmt.iter_vars) or not _is_copy(stmt):
+        return False
+    consumers = sch.get_consumers(block)
+    if len(consumers) != 1:
+        return False
+    kinds = [int(iv.iter_type) for iv in sch.get(consumers[0]).iter_vars]
+    if COMM_REDUCE not in kinds or DATA_PAR not in kinds:
+        return False
+    return _in_parallel(_macs(sch, consumers[0]), options)
+
+
+def _is_copy(stmt) -> bool:
+    """The block stores one buffer's element, or a constant where it pads (if_then_else)."""
+    if not isinstance(stmt.body, tirx.BufferStore) or len(stmt.reads) != 1:
+        return False
+    return compat.loaded_element(stmt.body.value) is not None
+
+
+def _in_parallel(macs: int, options: ScheduleOptions) -> bool:
+    """Whether a reduction of `macs` multiply-adds runs its outer loop in parallel chunks."""
+    return macs >= PARALLEL_MIN_MACS and options.num_cores > 1
+
+
+def _macs(sch: s_tir.Schedule, block) -> int:
+    macs = 1
+    for loop in sch.get_loops(block):
+        macs *= _extent(sch, loop)
+    return macs
 
 
 def _deinterleave_strided_reads(sch: s_tir.Schedule, name: str) -> s_tir.Schedule:
@@ -188,9 +244,7 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
     spatial = [i for i, kind in enumerate(kinds) if kind == DATA_PAR]
     reduce = [loops[i] for i, kind in enumerate(kinds) if kind == COMM_REDUCE]
     extents = [_extent(sch, loop) for loop in loops]
-    macs = 1
-    for extent in extents:
-        macs *= extent
+    macs = _macs(sch, block)
     live = [i for i in spatial if extents[i] > 1]
     vec_axis = live[-1] if live else None
     reg_axis = _register_axis(sch, block, [i for i in live if i != vec_axis], vec_axis)
@@ -211,11 +265,19 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
             inner_reg.insert(0, ri)  # rows outside the vectors: the tile's loads run in order
         else:
             outer.append(loops[i])
+    if reg_axis is not None and _in_parallel(macs, options):
+        # the register axis (a conv's output channels) innermost of the chunked loops: the
+        # chunks split the other axes (a conv's rows), so each thread reads (and pads) only
+        # the input rows its outputs need, most of them the ones it wrote in the layer before
+        register_outer = outer[spatial.index(reg_axis)]
+        outer.remove(register_outer)
+        outer.append(register_outer)
     sch.reorder(*outer, *reduce, *inner_reg, *inner_vec)
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     chunks = _parallel_chunks(_extent(sch, fused), macs, options)
     if chunks > 1:  # one chunk per core, each a loop of constant extent (see _parallel_chunks)
         chunk, fused = sch.split(fused, [chunks, None])
+        _producers_in_chunk(sch, block, chunk, options)
 
     write_back = sch.cache_write(block, 0, "local")
     _inline_epilogue(sch, write_back)
@@ -234,13 +296,30 @@ def _schedule_reduction(sch: s_tir.Schedule, block, kinds: list[int], options: S
         _vectorize_innermost(sch, init, options)
 
 
+def _producers_in_chunk(sch: s_tir.Schedule, block, chunk, options: ScheduleOptions) -> None:
+    """The reduction's elementwise producers left at the root for it (a conv's padded copy,
+    `_feeds_parallel_reduction`) computed inside each parallel chunk, over the part of their
+    output the chunk reads (its rows and a halo), in a buffer of the chunk's own."""
+    for producer in sch.get_producers(block):
+        stmt = sch.get(producer)
+        if len(sch.get_loops(producer)) != len(stmt.iter_vars) or len(sch.get_consumers(producer)) != 1:
+            continue  # scheduled already, or read by another block too
+        if any(int(iv.iter_type) != DATA_PAR for iv in stmt.iter_vars) or not _is_copy(stmt):
+            continue
+        try:
+            sch.compute_at(producer, chunk, preserve_unit_loops=True)
+        except SCHEDULE_ERRORS:
+            continue  # left at the root, scheduled there (default_schedule_of)
+        _schedule_spatial(sch, producer, options, parallel=False)
+
+
 def _parallel_chunks(extent: int, macs: int, options: ScheduleOptions) -> int:
     """How many parallel chunks a reduction's fused outer loop of `extent` is split into: 1
     (serial) below PARALLEL_MIN_MACS, else the largest divisor of `extent` up to the
     compiler's num-cores. One chunk per thread of the pool, each an inner loop of constant
     extent: on fewer threads (the pool sized to the cores free when the run starts,
     targets/host_cores.py) one thread runs several chunks with the serial loop's code."""
-    if macs < PARALLEL_MIN_MACS or options.num_cores < 2:
+    if not _in_parallel(macs, options):
         return 1
     return _largest_divisor(extent, options.num_cores)
 
@@ -329,15 +408,19 @@ def _vectorize_innermost(sch: s_tir.Schedule, block, options: ScheduleOptions) -
             sch.vectorize(loops[-1])
 
 
-def _schedule_spatial(sch: s_tir.Schedule, block, options: ScheduleOptions) -> None:
-    loops = sch.get_loops(block)
+def _schedule_spatial(sch: s_tir.Schedule, block, options: ScheduleOptions, parallel: bool = True) -> None:
+    """Vectorise the block's innermost loop (a padding's in-bound copy's: padding.py)
+    and, from PARALLEL_MIN_ELEMENTS, run its outer loops in parallel. `block`'s own loops are
+    the innermost len(iter_vars) (it may sit under a reduction's chunk)."""
+    own = len(sch.get(block).iter_vars)
     elements = 1
-    for loop in loops:
+    for loop in sch.get_loops(block)[-own:]:
         elements *= _extent(sch, loop)
+    decompose_narrow_padding(sch, block, options.vector_lanes)
     _vectorize_innermost(sch, block, options)
     loops = sch.get_loops(block)
     vector = sch.get(loops[-1]).kind == tirx.ForKind.VECTORIZED
     outer = loops[:-1] if vector else loops
-    if elements >= PARALLEL_MIN_ELEMENTS and options.num_cores > 1 and len(outer) >= 1:
+    if parallel and elements >= PARALLEL_MIN_ELEMENTS and options.num_cores > 1 and len(outer) >= 1:
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
         sch.parallel(fused)

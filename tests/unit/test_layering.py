@@ -55,13 +55,13 @@ def test_dependency_rule(folder):
 # (op list, planner, tilers, emitter) comes before the partitioner because the partitioner
 # asks it whether a layer fits and what it costs (DESIGN.md contract 6); the Relax reader of
 # compiler/lower/ reads partitioned modules, so it comes after the quantiser. The host
-# build's kernel lowering and default schedules (host/tasks.py, host/defaults.py: TVM and
-# compat only) come right after the base: the quantiser builds its in-process modules from
-# them too (quantize/calibration/kernels.py). Commands sit on top, each above the ones it
+# build's kernel lowering and default schedules (host/tasks.py, host/defaults.py with its
+# host/padding.py: TVM and compat only) come right after the base: the quantiser builds its
+# in-process modules from them too (quantize/calibration/kernels.py). Commands sit on top, each above the ones it
 # may call, and the CLI above them all.
 STAGES = [
     ("base", ["errors", "compat", "host.split_build"]),  # split_build: TVM only, compat.build_host calls it
-    ("host kernels", ["host.tasks", "host.defaults"]),
+    ("host kernels", ["host.tasks", "host.defaults", "host.padding"]),
     ("frontend", ["frontend"]),
     ("passes", ["passes", "pipeline"]),
     ("code generator", ["lower.ops", "lower.errors", "lower.codegen"]),

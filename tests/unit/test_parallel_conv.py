@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vpuc.compiler import compile_model
 from vpuc.compiler.host import build, defaults
+from vpuc.examples import zoo
 
 CHANNELS, SIZE = 32, 32  # 3x3, padding 1: 9.4M MACs
 MACS = CHANNELS * CHANNELS * SIZE * SIZE * 9
@@ -29,8 +30,8 @@ RUN = textwrap.dedent(
     host_cores.FreeCores.idle_cores = lambda self: 0.0  # the pool's threads when the user sets none
     from vpuc.runtime.executor import Executable
     run = Executable.load(sys.argv[1])
-    out = run.run({"x": np.load(sys.argv[2])})
-    np.save(sys.argv[3], out["y"])
+    out = run.run({sys.argv[4]: np.load(sys.argv[2])})
+    np.save(sys.argv[3], out[sys.argv[5]])
     print(tvm_ffi.get_global_func("runtime.NumThreads")())
     """
 )
@@ -73,14 +74,16 @@ def _conv_model(qdq: bool) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _run_on_threads(artifact, x: np.ndarray, tmp_path, name: str, threads: int = 2) -> np.ndarray:
+def _run_on_threads(
+    artifact, x: np.ndarray, tmp_path, name: str, threads: int = 2, io=("x", "y")
+) -> np.ndarray:
     """On a pool of two threads (the user's TVM_NUM_THREADS), or of two with one in use: the
     pool following a load that leaves no core idle (targets/host_cores.py, PoolFollower)."""
     path = artifact.save(tmp_path / f"{name}.vpub")
     np.save(tmp_path / "x.npy", x)
     env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
     env |= {"TVM_NUM_THREADS": "2"} if threads == 2 else {}
-    done = subprocess.run([sys.executable, "-c", RUN, str(path), str(tmp_path / "x.npy"), str(tmp_path / f"{name}.npy")],
+    done = subprocess.run([sys.executable, "-c", RUN, str(path), str(tmp_path / "x.npy"), str(tmp_path / f"{name}.npy"), *io],
                           env=env, capture_output=True, text=True, check=True)  # fmt: skip
     assert done.stdout.split()[-1] == str(threads)
     return np.load(tmp_path / f"{name}.npy")
@@ -108,3 +111,24 @@ def test_a_parallel_conv_matches_onnxruntime_and_the_serial_build(qdq, tmp_path,
     assert np.array_equal(got, _run_on_threads(serial, x, tmp_path, "serial"))
     if len(os.sched_getaffinity(0)) >= 2:  # the parallel build's chunks in turn on one thread
         assert np.array_equal(got, _run_on_threads(parallel, x, tmp_path, "parallel1", threads=1))
+
+
+def test_resnet_mini_on_two_threads_matches_onnxruntime_and_the_serial_build(tmp_path, monkeypatch):
+    """Its six 1.2-2.4M-MAC convs parallel (chunks over rows, each padding its own rows:
+    strides 1 and 2, residual epilogues), its stem and 1x1 projections serial."""
+    model = zoo.build("resnet_mini")
+    x = zoo.sample_inputs(model, seed=0)["input"]
+    monkeypatch.setattr(build, "_BUILT", {})
+    parallel = compile_model(model, target="cpu")
+    monkeypatch.setattr(defaults, "PARALLEL_MIN_MACS", 1 << 62)
+    monkeypatch.setattr(build, "_BUILT", {})
+    serial = compile_model(model, target="cpu")
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"input": x}
+    )[0]
+    io = ("input", "logits")
+    got = _run_on_threads(parallel, x, tmp_path, "parallel", io=io)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert np.array_equal(got, _run_on_threads(serial, x, tmp_path, "serial", io=io))
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert np.array_equal(got, _run_on_threads(parallel, x, tmp_path, "parallel1", threads=1, io=io))
