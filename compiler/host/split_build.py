@@ -117,7 +117,9 @@ def _build_parts(modules: list[tvm.IRModule], target: tvm.target.Target, jit: bo
 
 def _on_threads(tasks: list[Callable[[], None]]) -> None:
     """Run the tasks at once: the first on this thread, each other on its own; the first
-    error is raised here once all have ended."""
+    error is raised here once all have ended. No task (a module without kernels): nothing."""
+    if not tasks:
+        return
     errors: list[BaseException] = []
 
     def guarded(task: Callable[[], None]) -> None:

@@ -312,7 +312,8 @@ def test_tvm_failing_in_the_host_build_is_a_vpuc_bug(tmp_path, monkeypatch, vpuc
     def broken(mod, *args, **kwargs):
         raise tvm.error.InternalError("Check failed: something inside TVM")
 
-    monkeypatch.setattr(relax, "build", broken)  # compiler/host/build.py calls relax.build
+    monkeypatch.setattr(relax, "build", broken)  # compiler/host/build.py calls relax.build,
+    monkeypatch.setattr(tvm.tirx, "build", broken)  # or, on two cores, host/split_build.py tirx.build
     model = _relu(tmp_path / "m.onnx")
     _one_line(
         vpuc("compile", model, "-o", tmp_path / "m.vpub"), 3, "internal error", "host build", "bug in vpuc"
