@@ -9,8 +9,8 @@ process for one module: `_built`) and runs it per sample:
 
 Inputs are passed in the order of main's params, which is the order of the model inputs.
 
-`over` runs the next sample on a worker thread while its caller reads the values of this
-one (calibration's histograms, the accuracy report's figures): TVM's FFI releases the GIL
+With AHEAD (off by default, below), `over` runs the next sample on a worker thread while
+its caller reads the values of this one (calibration's histograms, the accuracy report's figures): TVM's FFI releases the GIL
 while the VM runs, so on two cores the two overlap. The caller still sees the samples in
 order. Every such run is on one worker thread, and one lock keeps the VMs to one call at
 a time, its TVM tensors freed before the next call (the accuracy report reads two views of
@@ -33,7 +33,7 @@ from vpuc.compiler import compat
 from vpuc.compiler.quantize.calibration import kernels
 from vpuc.compiler.quantize.calibration.data import CalibrationData
 
-# over() runs the next sample on a thread while the caller reads this one (module docstring)
+# over() runs the next sample on a thread while the caller reads this one (module docstring).
 # Off by default: with the next sample held beside this one, CI's run of
 # tests/quantize/test_calibration_memory.py saw a 1-megapixel compile at 1.12 GB (budget 1 GB)
 # and the synthetic samples' peak grow with their count, for a wall gain not shown idle.
@@ -105,7 +105,7 @@ class Observer:
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         """run() for every sample of `data`, inputs taken in main's param order, then `extra`
         (the switches of a switchable module, switch.py; converted once), then `converted`.
-        The next sample runs on a thread while the caller reads this one (module docstring)."""
+        With AHEAD, the next sample runs on a thread while the caller reads this one."""
         stacks = list(data.samples.values())
         tail = (*(compat.to_tvm(x) for x in extra), *converted)
 
