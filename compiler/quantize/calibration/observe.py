@@ -12,10 +12,10 @@ Inputs are passed in the order of main's params, which is the order of the model
 With AHEAD (off by default, below), `over` runs the next sample on a worker thread while
 its caller reads the values of this one (calibration's histograms, the accuracy report's
 figures): TVM's FFI releases the GIL while the VM runs, so on two cores the two overlap.
-The caller still sees the samples in order. Every such run is on one worker thread, and one lock keeps the VMs to one call at
-a time, its TVM tensors freed before the next call (the accuracy report reads two views of
-one executable at once, one_build.py, or two executables); AHEAD = False runs the samples
-one after the other on the caller's thread.
+The caller still sees the samples in order. Every such run is on one worker thread, and
+one lock keeps the VMs to one call at a time, its TVM tensors freed before the next call
+(the accuracy report reads two views of one executable at once, one_build.py, or two
+executables); AHEAD = False runs the samples one after the other on the caller's thread.
 """
 
 from __future__ import annotations
