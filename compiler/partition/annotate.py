@@ -102,17 +102,17 @@ def _fusion_pattern(
         if leak is not None:  # a shorter row may take the core alone (conv -> x + 3 read twice: hard-swish)
             annotation.refuse(core_name, _leak_reason(row.name, *leak))
             return False
+        # Q/DQ-bound arguments: the module's bindings plus this match's own.
+        seen = {**bound, **dict(ctx.matched_bindings.items())}
+        wide = _wide_tensor(ctx, seen) if wide_module else None
+        if wide is not None:  # before the blocked, cost and planner checks: nothing makes it fit
+            why = f"{row.name}: the VPU computes int8 tensors ({wide}; 16-bit runs on the CPU)"
+            annotation.refuse(core_name, why)
+            return False
         refused = sorted(name for name in names.values() if name in blocked)
         if refused:  # every blocked binding of the match gets its reason (not the first one found)
             for name in refused:
                 annotation.refuse(name, blocked[name])
-            return False
-        # Q/DQ-bound arguments: the module's bindings plus this match's own.
-        seen = {**bound, **dict(ctx.matched_bindings.items())}
-        wide = _wide_tensor(ctx, seen) if wide_module else None
-        if wide is not None:  # before the cost and planner checks: no cost makes it fit
-            why = f"{row.name}: the VPU computes int8 tensors ({wide}; 16-bit runs on the CPU)"
-            annotation.refuse(core_name, why)
             return False
         # The core's own output has its input's layout (ops with a layout attribute say
         # theirs); its input may be a var an earlier composite just created, unknown here.

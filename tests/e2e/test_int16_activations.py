@@ -158,14 +158,16 @@ WHY = "16-bit runs on the CPU"  # the reason a layer with a 16-bit tensor gets, 
 
 
 def test_16_bit_layers_stay_on_the_host_with_their_reason(models):
-    """In the mixed model the SiLU (int16 in and out) and the conv reading its int16 output
-    run on the CPU, saying why; the int8 convs before and after stay on the VPU."""
+    """In the mixed model the SiLU (int16 in and out), the depthwise conv writing its int16
+    input and the conv reading its int16 output run on the CPU, saying why; the int8 convs
+    before and after stay on the VPU. The depthwise conv's reason once named only a shorter
+    match's float32 result, not the int16 tensor that refused the full one."""
     _, paths, _ = models
     ops = _partition(paths["mixed"])
     convs = sorted((n for n in ops if n.startswith("Conv_")), key=lambda n: int(n.split("_")[1]))
     silu = [n for n in ops if n.startswith(("Sigmoid_", "Mul_"))]
     assert len(convs) == 5 and len(silu) == 2
-    for name in [*silu, convs[3]]:  # convs[3] reads m1 (int16)
+    for name in [*silu, convs[2], convs[3]]:  # convs[2] writes dw (int16), convs[3] reads m1 (int16)
         assert ops[name]["device"] == "cpu" and WHY in ops[name]["reason"], (name, ops[name]["reason"])
     assert [ops[n]["device"] for n in (convs[0], convs[1], convs[4])] == ["vpu"] * 3
 
