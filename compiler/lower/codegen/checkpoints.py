@@ -95,12 +95,12 @@ def windows(program: Program, mode: str, tensors: list[dict], writers: list[set[
                 a, b = max(lo, region.start), min(hi, region.stop)
                 if memory != access.memory or a >= b:
                     continue
-                touched = np.zeros(hi - lo, bool)
-                touched[a - lo : b - lo] = region.byte_mask(a, b)
+                touched = region.byte_mask(a, b)  # over [a, b): views of that slice are written
+                firsts, ends = first[k][a - lo : b - lo], end[k][a - lo : b - lo]
                 if instruction.layer in writers[k]:
-                    first[k][touched], end[k][touched] = pc, NEVER
+                    firsts[touched], ends[touched] = pc, NEVER
                 else:
-                    end[k][touched & (end[k] == NEVER) & (first[k] >= 0)] = pc
+                    ends[touched & (ends == NEVER) & (firsts >= 0)] = pc
     return list(zip(first, end, strict=True))
 
 
