@@ -12,7 +12,8 @@ last requantisation). Such a tensor gets `pieces`: probes at the fewest pcs that
 their bytes inside that window, so a checkpoint never reads bytes that are no longer the
 tensor's.
 
-    checkpoints(subgraph, placement, storages, program, mode)   once the program is ordered (emit._emit)
+    checkpoints(subgraph, placement, storages, program, mode)   once the program is ordered
+    Deferred(the same arguments)()                             the same, when first asked (emit._emit)
 """
 
 from __future__ import annotations
@@ -76,6 +77,24 @@ def checkpoints(subgraph, placement: Placement, storages, program: Program, mode
         layers.append({"id": index + 1, "name": op.name, "members": list(op.members), "args": list(op.args),
                        "output": op.output, "judged": judged})  # fmt: skip
     return {"tensors": tensors, "layers": layers}
+
+
+class Deferred:
+    """`checkpoints(*args)`, worked out on the first call and kept: a compile lowers many
+    programs it never writes (the partitioner's estimates of candidate subgraphs: 40 of
+    MobileNetV2-224's 41), and only a written one's checkpoints are read. The lowering
+    memo's copies of a program share it (deepcopy returns it): the value is the same."""
+
+    def __init__(self, *args) -> None:
+        self._args, self._value = args, None
+
+    def __call__(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value, self._args = checkpoints(*self._args), None
+        return self._value
+
+    def __deepcopy__(self, memo) -> Deferred:
+        return self
 
 
 def windows(program: Program, mode: str, tensors: list[dict], writers: list[set[int]]) -> list[tuple]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import cascade, mac_bound, prefetch
-from vpuc.compiler.lower.codegen.checkpoints import checkpoints
+from vpuc.compiler.lower.codegen.checkpoints import Deferred
 from vpuc.compiler.lower.codegen.layer_plan import min_working_set, plan_op
 from vpuc.compiler.lower.codegen.memory import AllocationError, allocate_sram, constant_bytes, layout_dram
 from vpuc.compiler.lower.codegen.plan import Addr, Buffer, OpPlan, Storage
@@ -82,8 +82,13 @@ class VpuProgram:
     estimate: dict[str, Any]
     dram_map: list[dict[str, Any]] = field(default_factory=list)
     # where each layer's operands and result can be read while the program runs (the
-    # per-layer part of `vpuc run --check`): see checkpoints.py
-    checkpoints: dict[str, Any] = field(default_factory=dict)
+    # per-layer part of `vpuc run --check`), worked out when first read: most programs the
+    # partitioner's estimates lower are never written (checkpoints.py, Deferred)
+    deferred_checkpoints: Deferred | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def checkpoints(self) -> dict[str, Any]:
+        return self.deferred_checkpoints() if self.deferred_checkpoints is not None else {}
 
     def assembly(self) -> str:
         """The program's assembly, each layer's lowering (an im2col) noted under its .layer."""
@@ -207,7 +212,7 @@ def _emit(subgraph, placement: Placement, plans: list[OpPlan], target: Target, s
         layers=layers,
         estimate=estimate,
         dram_map=_dram_map(storages),
-        checkpoints=checkpoints(subgraph, placement, storages, program, target.numerics.requant),
+        deferred_checkpoints=Deferred(subgraph, placement, storages, program, target.numerics.requant),
     )
 
 
