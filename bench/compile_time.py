@@ -22,8 +22,9 @@ in issue 23 (CLI wall 0.77-0.93 s, compile proper 0.2-0.4 s; the upper ends are 
 `--vision` adds issue 23's public vision exports (float, calibrated; goal 20 s each), each
 skipped with a line when its file is absent from VPUC_VISION (default bench/out/vision):
 PaddleOCR's direction classifier and PP-OCRv3 detector (ch_ppocr_mobile_v2.0_cls_infer.onnx,
-ch_PP-OCRv3_det_infer.onnx, public exports to place there) and the YOLO-class detectors
-`python bench/vision_models.py` writes there (random weights, the published structures).
+ch_PP-OCRv3_det_infer.onnx, public exports to place there), the YOLO-class detectors
+`python bench/vision_models.py` writes there (random weights, the published structures) and
+the ~10 MB classifier bench/torch_classifier.py exports with PyTorch (MobileNetV2-224).
 
 `--in-process N` also times N repeated compiles of each QDQ model in one process, after one
 warm-up compile each (what a script calling compile_model, or the sweep, pays per compile).
@@ -66,6 +67,7 @@ VISION_MODELS = {
     "ocr_det_320": ("ch_PP-OCRv3_det_infer.onnx", "x=1x3x320x320"),
     "yolov8n_320": ("yolov8n_320.onnx", "images=1x3x320x320"),
     "yolox_s_416": ("yolox_s_416.onnx", "images=1x3x416x416"),
+    "mobilenetv2_224": ("mobilenetv2_224.onnx", None),  # bench/torch_classifier.py: a 14 MB PyTorch export
 }
 TARGET = "vpu"
 
