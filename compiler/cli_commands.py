@@ -99,8 +99,8 @@ def _is_artifact(path: Path) -> bool:
 
 def compile_command(args) -> int:
     output = _artifact_path(args)
-    target = _refuse_before_imports(args)
     reference = _reference_choice(args)
+    target = _refuse_then_import_tvm(args)
     from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
     from vpuc.compiler.reports import print_compile_report
 
@@ -133,15 +133,18 @@ def compile_command(args) -> int:
     return 0
 
 
-def _refuse_before_imports(args):
+def _refuse_then_import_tvm(args):
     """The target (loaded and returned) and the model's path: what a command reading an ONNX
     model can refuse before the compiler's imports (TVM's, 0.7 s), so that a typo is
-    answered at once. The model itself is read after them (the frontend's first step)."""
+    answered at once. The model itself is read after them (the frontend's first step).
+    Then TVM is imported, its global functions listed once per number of them (tvm_import)."""
     from vpuc.compiler.frontend.load import check_model_path
+    from vpuc.compiler.tvm_import import import_tvm
     from vpuc.targets import load_target
 
     target = load_target(args.target)
     check_model_path(args.model)
+    import_tvm()
     return target
 
 
@@ -186,7 +189,7 @@ def tune_command(args) -> int:
 
     if args.time_budget is not None and not 0 < args.time_budget < float("inf"):  # nan fails too
         raise CompileError(f"--time-budget: must be a positive number of seconds, got {args.time_budget}")
-    target = _refuse_before_imports(args)
+    target = _refuse_then_import_tvm(args)
     from vpuc.compiler.driver import CompileOptions
     from vpuc.compiler.reports import print_tune_report
     from vpuc.compiler.tune.tuner import tune_model
@@ -220,7 +223,7 @@ def calibrate_host_command(args) -> int:
 
 
 def partition_command(args) -> int:
-    target = _refuse_before_imports(args)
+    target = _refuse_then_import_tvm(args)
     from vpuc.compiler.driver import CompileOptions, prepare_model
     from vpuc.compiler.errors import CompileError
     from vpuc.compiler.partition.draw import check_can_render_svg, write_drawing
@@ -266,7 +269,7 @@ def partition_command(args) -> int:
 
 
 def optimize_command(args) -> int:
-    target = _refuse_before_imports(args)
+    target = _refuse_then_import_tvm(args)
     from vpuc.compiler.frontend import import_model
     from vpuc.compiler.pipeline import PassSelection, check_dump_after, optimize_imported
 
