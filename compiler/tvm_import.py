@@ -3,8 +3,8 @@ again for each of its `_ffi_api` modules.
 
 Each `_ffi_api` module TVM imports calls tvm_ffi's init_ffi_api, which lists every global
 function by name (one FFI call per name, about 2,000 names) and keeps those of its
-namespace: 51 listings, 100,000 calls, 0.06-0.1 s of the 0.5-0.6 s of CPU `import tvm`
-takes. Here the listing is kept while the number of global functions is unchanged (9
+namespace: 51 listings, 100,000 calls, 0.08-0.13 s of CPU (`import tvm` takes 0.5-0.6 s
+of CPU idle). Here the listing is kept while the number of global functions is unchanged (9
 different numbers in those 51 listings: TVM's modules register functions as they import).
 During the import functions are only registered, never removed, so the same number is the
 same names, and every `_ffi_api` module gets the functions it gets without this
