@@ -98,13 +98,13 @@ def _is_artifact(path: Path) -> bool:
 
 
 def compile_command(args) -> int:
+    output = _artifact_path(args)
+    reference = _reference_choice(args)
+    target = _refuse_then_import_tvm(args)
     from vpuc.compiler.driver import CompileOptions, build_artifact, prepare_model
     from vpuc.compiler.reports import print_compile_report
-    from vpuc.targets import load_target
 
     _freeze_after_imports()
-    output = _artifact_path(args)
-    target = load_target(args.target)
     options = CompileOptions(
         input_shapes=input_shapes(args.input_shape), bound_inputs=bound_inputs(args.bind_input),
         **pass_options(args), **partition_options(args), **calibration_options(args, target),
@@ -113,7 +113,7 @@ def compile_command(args) -> int:
         prepared = prepare_model(args.model, target, options, progress=progress)
         tuning_db = _tuning_db(args.db, prepared.target.name)
         artifact = build_artifact(
-            args.model, prepared, reference=_reference_choice(args), progress=progress, tuning_db=tuning_db
+            args.model, prepared, reference=reference, progress=progress, tuning_db=tuning_db
         )
     for warning in artifact.report["warnings"]:
         print(f"vpuc compile: warning: {warning}", file=sys.stderr)
@@ -131,6 +131,21 @@ def compile_command(args) -> int:
     else:
         print_compile_report(artifact.report, artifact.manifest, output)
     return 0
+
+
+def _refuse_then_import_tvm(args):
+    """The target (loaded and returned) and the model's path: what a command reading an ONNX
+    model can refuse before the compiler's imports (TVM's, 0.7 s), so that a typo is
+    answered at once. The model itself is read after them (the frontend's first step).
+    Then TVM is imported, its global functions listed once per number of them (tvm_import)."""
+    from vpuc.compiler.frontend.load import check_model_path
+    from vpuc.compiler.tvm_import import import_tvm
+    from vpuc.targets import load_target
+
+    target = load_target(args.target)
+    check_model_path(args.model)
+    import_tvm()
+    return target
 
 
 @contextlib.contextmanager
@@ -170,15 +185,15 @@ def _tuning_db(db: str | None, target_name: str) -> Path | None:
 
 
 def tune_command(args) -> int:
-    from vpuc.compiler.driver import CompileOptions
     from vpuc.compiler.errors import CompileError
-    from vpuc.compiler.reports import print_tune_report
-    from vpuc.compiler.tune.tuner import tune_model
-    from vpuc.targets import load_target
 
     if args.time_budget is not None and not 0 < args.time_budget < float("inf"):  # nan fails too
         raise CompileError(f"--time-budget: must be a positive number of seconds, got {args.time_budget}")
-    target = load_target(args.target)
+    target = _refuse_then_import_tvm(args)
+    from vpuc.compiler.driver import CompileOptions
+    from vpuc.compiler.reports import print_tune_report
+    from vpuc.compiler.tune.tuner import tune_model
+
     options = CompileOptions(
         input_shapes=input_shapes(args.input_shape), **partition_options(args),
         **calibration_options(args, target),
@@ -208,16 +223,15 @@ def calibrate_host_command(args) -> int:
 
 
 def partition_command(args) -> int:
+    target = _refuse_then_import_tvm(args)
     from vpuc.compiler.driver import CompileOptions, prepare_model
     from vpuc.compiler.errors import CompileError
     from vpuc.compiler.partition.draw import check_can_render_svg, write_drawing
     from vpuc.compiler.reports import print_partition_report
-    from vpuc.targets import load_target
 
     _freeze_after_imports()
     if args.svg:
         check_can_render_svg(args.svg)  # before calibrating, not after
-    target = load_target(args.target)
     # The same stages as `vpuc compile` (quantisation included): the report is the partition
     # of the module that compile builds, computed the same way (tests/e2e/test_corpus.py).
     # A QDQ model's accuracy is not measured: its placement does not depend on it. A float
@@ -255,13 +269,12 @@ def partition_command(args) -> int:
 
 
 def optimize_command(args) -> int:
+    target = _refuse_then_import_tvm(args)
     from vpuc.compiler.frontend import import_model
     from vpuc.compiler.pipeline import PassSelection, check_dump_after, optimize_imported
-    from vpuc.targets import load_target
 
     selection = PassSelection(**selection_fields(pass_options(args)))
     check_dump_after(args.dump_after, selection)
-    target = load_target(args.target)
     imported = import_model(args.model, input_shapes(args.input_shape), bound_inputs(args.bind_input))
     result = optimize_imported(imported, target, dump_after=args.dump_after, selection=selection)
     if args.json:

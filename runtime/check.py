@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from vpuc.runtime.check_dynamic import reference_own_error, widened_floor
+from vpuc.runtime.errors import CheckError
 
 SQNR_MARGIN_DB = 10.0
 ABSOLUTE_SQNR_FLOOR_DB = 20.0  # a quantised output this far from the float model is broken
@@ -45,10 +46,6 @@ FLOAT_ROUNDING_DB = 80.0  # floors never ask more: float32 paths differ from onn
 FLOAT_TOLERANCE = 1e-4
 LSB_TOLERANCE = 1
 END_TO_END_LSB_TOLERANCE = 2  # a chain of subgraphs and host layers: 1 LSB each may add up
-
-
-class CheckError(ValueError):
-    """The reference model cannot be run on these inputs."""
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,7 @@ from typing import Any
 
 import numpy as np
 
-
-class InputError(ValueError):
-    """Inputs that do not fit the model; the message names the file and the tensor."""
+from vpuc.runtime.errors import InputError
 
 
 def random_inputs(specs: list[dict[str, Any]], seed: int = 0) -> dict[str, np.ndarray]:

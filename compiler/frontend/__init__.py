@@ -15,16 +15,27 @@ Steps, in order (each one a module here):
   importer  tvm.relax.frontend.onnx.from_onnx on the prepared model
 """
 
-from vpuc.compiler.frontend.bind import parse_bind_input
-from vpuc.compiler.frontend.importer import ImportedModel, import_model
-from vpuc.compiler.frontend.load import load_model
-from vpuc.compiler.frontend.shapes import TensorSpec, parse_input_shape
+from __future__ import annotations
 
-__all__ = [
-    "ImportedModel",
-    "TensorSpec",
-    "import_model",
-    "load_model",
-    "parse_bind_input",
-    "parse_input_shape",
-]
+import importlib
+
+# What the package exports, by module: each is imported on first use, not with the package,
+# so that the CLI can ask load.check_model_path (and shapes, bind) before TVM's import, which
+# importer.py's `import tvm` costs (0.7 s: `vpuc compile missing.onnx` answers without it).
+_EXPORTS = {
+    "ImportedModel": "importer",
+    "import_model": "importer",
+    "load_model": "load",
+    "TensorSpec": "shapes",
+    "parse_input_shape": "shapes",
+    "parse_bind_input": "bind",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -38,13 +38,20 @@ def _check_opset(model: onnx.ModelProto, name: str) -> None:
             )
 
 
-def read_onnx_file(path: Path, external_data: bool = True) -> onnx.ModelProto:
-    """The model in a file, or a FrontendError naming the file and what is wrong with it;
-    `external_data`: also read the tensors kept in files beside it."""
+def check_model_path(path: str | Path) -> None:
+    """A FrontendError when there is no file to read at `path` (the CLI asks before its
+    compiler imports: an error without TVM's import)."""
+    path = Path(path)
     if not path.exists():
         raise FrontendError(f"{path}: no such file")
     if path.is_dir():
         raise FrontendError(f"{path}: is a directory, not an ONNX file")
+
+
+def read_onnx_file(path: Path, external_data: bool = True) -> onnx.ModelProto:
+    """The model in a file, or a FrontendError naming the file and what is wrong with it;
+    `external_data`: also read the tensors kept in files beside it."""
+    check_model_path(path)
     try:
         return onnx.load(str(path), load_external_data=external_data)
     except DecodeError as exc:

@@ -60,7 +60,8 @@ def test_dependency_rule(folder):
 # in-process modules from them too (quantize/calibration/kernels.py). Commands sit on top, each above the ones it
 # may call, and the CLI above them all.
 STAGES = [
-    ("base", ["errors", "compat", "host.split_build"]),  # split_build: TVM only, compat.build_host calls it
+    # split_build: TVM only, compat.build_host calls it; tvm_import: `import tvm` for the CLI
+    ("base", ["errors", "compat", "host.split_build", "tvm_import"]),
     ("host kernels", ["host.tasks", "host.defaults", "host.padding"]),
     ("frontend", ["frontend"]),
     ("passes", ["passes", "pipeline"]),
