@@ -99,15 +99,16 @@ def bin_counts(values: np.ndarray, bins: int, radius: float, peak: float) -> np.
     edges = np.linspace(-radius, radius, bins + 1, dtype=np.float32)  # np.histogram's edges
     # edges[bins] is R, the last bin's closed end: as +inf, `x >= next edge` is false there
     upper = np.append(edges[1:bins], np.float32(np.inf))
-    shift, scale = np.float32(radius), np.float32(bins / (2.0 * radius))
+    # The value's position in bins, (x + R) / width, in float32 is within 0.01 of where the
+    # edges put it; half a bin less, truncated, is the bin e_i <= x < e_i+1 or the one
+    # before it, so one comparison with the next edge settles it.
+    scale = np.float32(bins / (2.0 * radius))
+    shift = np.float32(radius - 0.5 * radius * 2.0 / bins)  # R less half a bin
     counts = np.zeros(bins, dtype=np.int64)
     for start in range(0, values.size, BLOCK):
         block = values[start : start + BLOCK]
-        # the bin from arithmetic (within one of the right one), then moved to the bin whose
-        # edges hold the value: e_i <= x < e_i+1
-        index = ((block + shift) * scale).astype(np.intp)
+        index = ((block + shift) * scale).astype(np.intp)  # (-0.5, 0) truncates to 0
         np.minimum(index, bins - 1, out=index)
-        index -= block < edges[index]
         index += block >= upper[index]
         counts += np.bincount(index, minlength=bins)
     return counts
