@@ -103,7 +103,9 @@ class OneBuild:
         # this view's readers (calibration, the rewrites' statistics, the accuracy report's
         # reference) read the float tensors only, so only those are copied out
         float_names = list(dict.fromkeys(names))
-        self._float = Bound(self.observer, placeholder_values, switch_values(realized.switches, ()), float_names)
+        self._float = Bound(
+            self.observer, placeholder_values, switch_values(realized.switches, ()), float_names
+        )
 
     def float_view(self) -> Bound:
         """The float module's outputs and tensors (every switch off)."""
