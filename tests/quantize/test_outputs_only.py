@@ -20,9 +20,9 @@ def _quantize(zoo_optimised, name: str, monkeypatch, honour: bool, options: Quan
     run = observe.Observer.run
     light = []
 
-    def counted(self, inputs, converted=(), outputs_only=False):
+    def counted(self, inputs, converted=(), outputs_only=False, names=None):
         light.append(outputs_only)
-        return run(self, inputs, converted, outputs_only and honour)
+        return run(self, inputs, converted, outputs_only and honour, names)
 
     monkeypatch.setattr(observe.Observer, "run", counted)
     result = quantize(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -71,30 +71,34 @@ class Observer:
 
     def __init__(self, mod: tvm.IRModule, names: list[str], llvm_target: str = "llvm") -> None:
         self.names = list(names)
+        self._position = {name: index for index, name in enumerate(self.names)}
         exposed, self.output_count = expose(_without_attrs(mod), self.names)
         self.param_names = [p.name for p in mod["main"].params]
         self.shapes = _shapes(mod["main"], self.names)
         self._vm = compat.virtual_machine(_built(exposed, llvm_target))
 
     def run(
-        self, inputs: list[np.ndarray], converted: tuple = (), outputs_only: bool = False
+        self,
+        inputs: list[np.ndarray],
+        converted: tuple = (),
+        outputs_only: bool = False,
+        names: Sequence[str] | None = None,
     ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """(model outputs, {binding name: value}) for one sample; `converted`: further
         inputs, already TVM tensors (one_build.Bound's lifted constants). `outputs_only`:
         the bindings' values are not copied out ({}): the sensitivity's and the floor's
-        runs read only the outputs (ocr_cls: 172 of 220 runs, each 112 bindings)."""
+        runs read only the outputs (ocr_cls: 172 of 220 runs, each 112 bindings). `names`:
+        only these bindings are copied out (default: all; one_build.Bound's views read
+        either the float tensors or the quantised ones, not both)."""
+        wanted = () if outputs_only else self.names if names is None else names
         with _VM_LOCK:  # one VM at a time, its tensors freed before the next runs
             arguments = [compat.to_tvm(x) for x in inputs]
             result = self._vm["main"](*arguments, *converted)
-            if outputs_only:  # main returns (the model's output, binding_1, ..., binding_k)
-                values = compat.flatten_outputs(result[0])
-            else:
-                values = compat.flatten_outputs(result)
+            # main returns (the model's output, binding_1, ..., binding_k)
+            outputs = compat.flatten_outputs(result[0])
+            values = {name: result[1 + self._position[name]].numpy() for name in wanted}
             del arguments, result
-        if outputs_only:
-            return values, {}
-        outputs = values[: self.output_count]
-        return outputs, dict(zip(self.names, values[self.output_count :], strict=True))
+        return outputs, values
 
     def over(
         self,
@@ -102,15 +106,17 @@ class Observer:
         extra: tuple[np.ndarray, ...] = (),
         converted: tuple = (),
         outputs_only: bool = False,
+        names: Sequence[str] | None = None,
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         """run() for every sample of `data`, inputs taken in main's param order, then `extra`
-        (the switches of a switchable module, switch.py; converted once), then `converted`.
+        (the switches of a switchable module, switch.py; converted once), then `converted`;
+        `names` the bindings to copy out (default: all).
         With AHEAD, the next sample runs on a thread while the caller reads this one."""
         stacks = list(data.samples.values())
         tail = (*(compat.to_tvm(x) for x in extra), *converted)
 
         def run(index: int):
-            return self.run([stack[index, ...] for stack in stacks], tail, outputs_only)
+            return self.run([stack[index, ...] for stack in stacks], tail, outputs_only, names)
 
         return _ahead(run, data.count) if AHEAD else (run(index) for index in range(data.count))
 

@@ -97,10 +97,15 @@ class OneBuild:
         params = choose_params(plan, {}, "minmax", 0.0, placeholder)  # every range given
         realized = realize(mod, plan, params, {})
         self.module, placeholder_values = self._lifted(realized)
-        exposed = list(dict.fromkeys([*names, *(t.quantized for t in realized.tensors)]))
-        self.observer = Observer(self.module, exposed, llvm)
-        # off: every dequantize reads its float value, so the lifted constants are not read
-        self._float = Bound(self.observer, placeholder_values, switch_values(realized.switches, ()))
+        self.quantized = list(dict.fromkeys(t.quantized for t in realized.tensors))
+        self.observer = Observer(self.module, list(dict.fromkeys([*names, *self.quantized])), llvm)
+        # off: every dequantize reads its float value, so the lifted constants are not read;
+        # this view's readers (calibration, the rewrites' statistics, the accuracy report's
+        # reference) read the float tensors only, so only those are copied out
+        float_names = list(dict.fromkeys(names))
+        self._float = Bound(
+            self.observer, placeholder_values, switch_values(realized.switches, ()), float_names
+        )
 
     def float_view(self) -> Bound:
         """The float module's outputs and tensors (every switch off)."""
@@ -112,7 +117,7 @@ class OneBuild:
         module, values = self._lifted(realized)
         if not compat.structural_equal(module, self.module):
             return None
-        return Bound(self.observer, values)
+        return Bound(self.observer, values, names=self.quantized)  # the accuracy report reads these
 
     @staticmethod
     def _lifted(realized: Realized) -> tuple[tvm.IRModule, list[np.ndarray]]:
@@ -122,13 +127,18 @@ class OneBuild:
 class Bound:
     """An Observer of a lifted module with its constants bound: `over` takes what an
     Observer of the module before lifting takes (the switches as `extra`, or `flags` when
-    given here)."""
+    given here) and copies out the tensors `names` (default: all the observer exposes)."""
 
     def __init__(
-        self, observer: Observer, values: list[np.ndarray], flags: tuple[np.ndarray, ...] | None = None
+        self,
+        observer: Observer,
+        values: list[np.ndarray],
+        flags: tuple[np.ndarray, ...] | None = None,
+        names: list[str] | None = None,
     ) -> None:
         self.observer = observer
-        self.names, self.shapes = observer.names, observer.shapes
+        self.names = observer.names if names is None else names
+        self.shapes = {name: observer.shapes[name] for name in self.names}
         self._flags = () if flags is None else tuple(compat.to_tvm(f) for f in flags)
         self._tail = tuple(compat.to_tvm(v) for v in values)
 
@@ -136,4 +146,4 @@ class Bound:
         self, data: CalibrationData, extra: tuple[np.ndarray, ...] = (), outputs_only: bool = False
     ) -> Iterator[tuple[list[np.ndarray], dict[str, np.ndarray]]]:
         tail = (*(compat.to_tvm(x) for x in extra), *self._flags, *self._tail)
-        return self.observer.over(data, converted=tail, outputs_only=outputs_only)
+        return self.observer.over(data, converted=tail, outputs_only=outputs_only, names=self.names)
