@@ -29,6 +29,7 @@ from vpuc.compiler.partition.placement import (
     subgraph_members,
     transfer_change,
     vpu_cycles_of,
+    vpu_cycles_upper_of,
 )
 from vpuc.compiler.partition.views import VIEW_COMPOSITES
 from vpuc.targets import Target
@@ -43,6 +44,7 @@ class EdgeMove:
     vpu_s: float  # its time on the VPU (saved by the move)
     cpu_s: float  # its time on the CPU (added by the move)
     transfer_s: float  # transfer time the move adds (negative: removes)
+    vpu_s_is_upper_bound: bool = False  # vpu_s is at least the layer's time (judge_move)
 
     @property
     def saving(self) -> float:
@@ -102,13 +104,21 @@ def fitted_kinds() -> frozenset[str]:
 
 def judge_move(graph: Graph, current, composite: Composite, members: set[str], target: Target) -> EdgeMove:
     """What moving `composite` (with the views in `members`) from its subgraph to the CPU
-    changes. Views compute nothing on the VPU: its cycles are the layer's alone."""
+    changes. Views compute nothing on the VPU: its cycles are the layer's alone. Its VPU
+    time is first taken from an upper bound of its cycles (oracle.most: a conv's own tiling
+    planned, its im2cols not): when the move saves nothing even so, it saves nothing at its
+    exact cycles either, which _best_move would then not take, so the bound's move is
+    returned (vpu_s_is_upper_bound) and the layer's im2cols are not planned alone."""
     without = {n: s for n, s in current.items() if n not in members}
     added = transfer_change(graph, current, without, members, target)
+    names, cpu_s = tuple(sorted(members)), cpu_seconds(graph, list(members), target)
+    upper = vpu_cycles_upper_of(graph, [composite], target)
+    if upper is not None:
+        bounded = EdgeMove(composite, names, cost.vpu_seconds(upper, target), cpu_s, added, True)
+        if bounded.saving <= 0:
+            return bounded
     vpu_s = cost.vpu_seconds(vpu_cycles_of(graph, [composite], target), target)
-    return EdgeMove(
-        composite, tuple(sorted(members)), vpu_s, cpu_seconds(graph, list(members), target), added
-    )
+    return EdgeMove(composite, names, vpu_s, cpu_s, added)
 
 
 def _on_vpu(current: dict[str, int], composite: Composite) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vpuc.compiler.lower.codegen.oracle import answer, least
+from vpuc.compiler.lower.codegen.oracle import answer, least, most
 from vpuc.compiler.partition import cost
 from vpuc.compiler.partition.graph import HOST, Composite, Graph, core_of
 from vpuc.targets import Target
@@ -129,6 +129,20 @@ def vpu_cycles_bound_of(graph: Graph, composites: list[Composite], target: Targe
         core = core_of(graph, list(composite.members))
         if core is not None and core.view is not None:
             total += least(core.view, target)
+    return total
+
+
+def vpu_cycles_upper_of(graph: Graph, composites: list[Composite], target: Target) -> int | None:
+    """An upper bound of vpu_cycles_of, or None where a layer has none as cheap: each core
+    op's oracle.most (a conv's own tiling planned, not its im2cols)."""
+    total = 0
+    for composite in composites:
+        core = core_of(graph, list(composite.members))
+        if core is not None and core.view is not None:
+            upper = most(core.view, target)
+            if upper is None:
+                return None
+            total += upper
     return total
 
 

@@ -204,35 +204,20 @@ def _linked(earlier: dict[int, list], consumer: list, deps: dict, shift: float, 
     return linked, linked_consumer
 
 
-def estimate_group(group: list[OpPlan], placement, target, clock) -> list[int]:
+def estimate_group(group: list[OpPlan], placement, target, clock, kept: dict | None = None) -> list[int]:
     """Run a layer and the layers cascaded onto it as one pipeline on `clock` (advancing
     it); returns each layer's last end. An event waits on a tensor of the group by its
     pseudo slots where its layer's predecessor writes it (`_linked`), on all the events of
     the layer that writes it otherwise; events run in sync.py's order (by key, after what
-    they depend on)."""
+    they depend on). `kept` (prefetch.estimate_cycles'): what the pipeline reads of the
+    group's events whatever the clock, while every layer's events are the same lists."""
     from vpuc.compiler.lower.codegen.estimate import pipeline
-    from vpuc.compiler.lower.codegen.sync import order
-    from vpuc.compiler.lower.codegen.tiling import Events
 
-    events, owner, first = [], [], {}
-    for k, plan in enumerate(group):
-        first[plan.op.output] = (k, len(events), len(events) + len(plan.events))
-        events += plan.events
-        owner += [k] * len(plan.events)
-    ev = Events(Context(target, placement, group[0].index, 0), events)
-    units, cycles, keys, deps, transfers = ev._fixed()
-    deps = [list(d) for d in deps]
-    waits = []
-    for i, event in enumerate(events):
-        wait = 0
-        for name in event.tensors:
-            made = first.get(name)
-            if made is None:
-                wait = max(wait, clock.ready.get(name, 0))
-            elif made[0] != owner[i] - 1 and made[0] < owner[i]:
-                deps[i] += range(made[1], made[2])
-        waits.append(wait)
-    sequence = order(keys, [set(d) for d in deps])
+    events, owner, units, cycles, keys, deps, transfers, sequence, outside = _group_fixed(
+        group, placement, target, kept
+    )
+    ready = clock.ready
+    waits = [max(0, *[ready.get(name, 0) for name in names]) if names else 0 for names in outside]
     end = pipeline(units, cycles, keys, deps, clock, waits, transfers, target.hardware, sequence)
     ends = [0] * len(group)
     for i, ended in enumerate(end):
@@ -246,3 +231,41 @@ def estimate_group(group: list[OpPlan], placement, target, clock) -> list[int]:
     for plan, ended in zip(group, ends, strict=True):
         clock.ready[plan.op.output] = ended
     return ends
+
+
+def _group_fixed(group: list[OpPlan], placement, target, kept: dict | None) -> tuple:
+    """(events, each one's layer, units, cycles, keys, dependencies, transfers, the order to
+    run them in, the tensors outside the group each waits on): the group's pipeline but for
+    the clock; kept in `kept` while each layer's events are the same list of the same
+    length (tiling.Events._fixed's rule)."""
+    from vpuc.compiler.lower.codegen.sync import order
+    from vpuc.compiler.lower.codegen.tiling import Events
+
+    lists = [(plan.events, len(plan.events)) for plan in group]
+    found = kept.get(("group", group[0].index)) if kept is not None else None
+    if found is not None and len(found[0]) == len(lists):
+        if all(a is b and m == n for (a, m), (b, n) in zip(found[0], lists, strict=True)):
+            return found[1]
+    events, owner, first = [], [], {}
+    for k, plan in enumerate(group):
+        first[plan.op.output] = (k, len(events), len(events) + len(plan.events))
+        events += plan.events
+        owner += [k] * len(plan.events)
+    ev = Events(Context(target, placement, group[0].index, 0), events)
+    units, cycles, keys, deps, transfers = ev._fixed()
+    deps = [list(d) for d in deps]
+    outside = []
+    for i, event in enumerate(events):
+        names = []
+        for name in event.tensors:
+            made = first.get(name)
+            if made is None:
+                names.append(name)
+            elif made[0] != owner[i] - 1 and made[0] < owner[i]:
+                deps[i] += range(made[1], made[2])
+        outside.append(names)
+    sequence = order(keys, [set(d) for d in deps])
+    fixed = (events, owner, units, cycles, keys, deps, transfers, sequence, outside)
+    if kept is not None:
+        kept[("group", group[0].index)] = (lists, fixed)
+    return fixed

@@ -16,12 +16,27 @@ each port it uses. A concatenation or a reshape has no events (views of one stor
 so is a layer no tiling of fits SRAM (the planner refuses it, and its answer has no
 cycles).
 tests/lower/test_layer_bound.py holds it under the planner's estimate.
+
+    most_cycles(op, ctx) >= the cycles plan_op's plan of a conv or dense layer estimates
+
+An upper bound from the conv's own tiling alone (tile_mac.plan_mac, none of its im2cols):
+tile_im2col.plan_conv keeps the conv's own plan or one within TRAFFIC_SLACK of the fastest
+of the plans it has, the conv's own among them, so its plan estimates at most the conv's
+own cycles times 1 + TRAFFIC_SLACK (and exactly them where no im2col applies: a dense
+layer). Planned alone, as the first layer of a one-layer subgraph (oracle.most), that plan
+is the program's: no earlier layer may take its weights (nothing is ranked hidden, nothing
+hoisted, nothing cascaded) and its buffers, all live in its one layer, fit the budget they
+were chosen in. The partitioner's edge rule keeps a layer on the VPU on it when even this
+costs less than moving it (edges.judge_move). tests/lower/test_layer_bound.py holds it over
+the planner's estimate.
 """
 
 from __future__ import annotations
 
+import math
+
 from vpuc.compiler.lower import ops as vops
-from vpuc.compiler.lower.codegen import tile_im2col, tile_staged, tile_vector
+from vpuc.compiler.lower.codegen import tile_im2col, tile_mac, tile_staged, tile_vector
 from vpuc.compiler.lower.codegen.tiling import Context
 from vpuc.compiler.lower.errors import LowerError
 from vpuc.targets.isa.dma_cost import dma_latency
@@ -41,6 +56,25 @@ def least_cycles(op: vops.Op, ctx: Context) -> int:
     except LowerError:
         fits = False
     return dma_least(op, ctx) if fits else 0
+
+
+def most_cycles(op: vops.Op, ctx: Context) -> int | None:
+    """An upper bound of the cycles plan_op's plan of `op` estimates in `ctx` (the
+    module's docstring), planning the conv's own tiling only; None where that says nothing:
+    not a conv or dense layer, a conv plan_staged plans (its staged tile is planned beside
+    the conv), or no own tiling of it fits."""
+    if not isinstance(op, vops.Conv | vops.Dense) or tile_im2col.CHOOSE != "estimate":
+        return None
+    if tile_staged.padded_of(op, ctx) is not None:
+        return None
+    try:
+        own = tile_mac.plan_mac(op, ctx)
+    except LowerError:
+        return None
+    cycles = tile_im2col._cycles(own, ctx)
+    if not tile_im2col.lowerings_of(op, ctx):
+        return cycles  # plan_conv keeps the conv's own plan
+    return math.floor(cycles * (1 + tile_mac.TRAFFIC_SLACK))
 
 
 def dma_least(op: vops.Op, ctx: Context) -> int:

@@ -2,6 +2,7 @@
 
     answer(view, target) -> LayerAnswer(reason, cycles, sram_bytes)
     least(view, target)  -> cycles answer's are at least, without planning the layer
+    most(view, target)   -> cycles answer's are at most, planning only a conv's own tiling
 
 The partitioner asks this before it fixes a partition (its SRAM fit check and the VPU side
 of its profitability rule), and so does the quantiser's partition of the float module: the
@@ -25,8 +26,8 @@ import numpy as np
 
 from vpuc.compiler.lower import ops as vops
 from vpuc.compiler.lower.codegen import prefetch
-from vpuc.compiler.lower.codegen.emit import lower_subgraph
-from vpuc.compiler.lower.codegen.layer_bound import least_cycles
+from vpuc.compiler.lower.codegen.emit import ATTEMPTS, lower_subgraph
+from vpuc.compiler.lower.codegen.layer_bound import least_cycles, most_cycles
 from vpuc.compiler.lower.codegen.layer_plan import min_working_set
 from vpuc.compiler.lower.codegen.residency import place
 from vpuc.compiler.lower.codegen.tiling import Context
@@ -86,7 +87,21 @@ def least(view: OpView, target: Target) -> int:
     return _ANSWERS[key]
 
 
-_ANSWERS: dict[tuple, LayerAnswer | int] = {}
+def most(view: OpView, target: Target) -> int | None:
+    """An upper bound of answer(view, target).cycles, or None where there is none as cheap
+    (layer_bound.most_cycles: a conv's or dense layer's own tiling planned, its im2cols
+    not; cached): the partitioner's edge rule keeps a layer on the VPU on it when even this
+    costs less than moving the layer. The exact cycles where the answer is known already."""
+    known = _ANSWERS.get(("answer", target_fingerprint(target), _switches(), _key(view)))
+    if known is not None:
+        return known.cycles
+    key = ("most", target_fingerprint(target), _switches(), _key(view))
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _most(view, target)
+    return _ANSWERS[key]
+
+
+_ANSWERS: dict[tuple, LayerAnswer | int | None] = {}
 _FINGERPRINTS: dict[int, tuple[Target, str]] = {}
 
 
@@ -152,15 +167,31 @@ def _least(view: OpView, target: Target) -> int:
         subgraph = one_layer_subgraph(view)
     except _NotPlannable:
         return 0
-    hw = target.hardware
     try:
-        working_set = lambda o, p: min_working_set(o, p, target)  # noqa: E731
-        placement = place(subgraph, hw.sram_bytes, working_set, hw.feature_maps_in == "sram")
-        budget = hw.sram_bytes - placement.resident_bytes_at(0)
-        ctx = Context(target, placement, 0, budget, 0.0, (), prefetch.PREFETCH_ROLES)
-        return least_cycles(subgraph.ops[0], ctx)
+        return least_cycles(subgraph.ops[0], _first_context(subgraph, target))
     except LowerError:
         return 0
+
+
+def _most(view: OpView, target: Target) -> int | None:
+    """The layer placed and given its SRAM as lower_subgraph's first attempt gives them."""
+    try:
+        subgraph = one_layer_subgraph(view)
+    except _NotPlannable:
+        return 0  # nothing to plan: answer's cycles are 0
+    try:
+        return most_cycles(subgraph.ops[0], _first_context(subgraph, target))
+    except LowerError:
+        return None
+
+
+def _first_context(subgraph: vops.Subgraph, target: Target) -> Context:
+    """The context emit._plan_layers plans a one-layer subgraph's layer in first."""
+    hw = target.hardware
+    working_set = lambda o, p: min_working_set(o, p, target)  # noqa: E731
+    placement = place(subgraph, hw.sram_bytes, working_set, hw.feature_maps_in == "sram")
+    budget = int((hw.sram_bytes - placement.resident_bytes_at(0)) * ATTEMPTS[0][0])
+    return Context(target, placement, 0, budget, 0.0, (), prefetch.PREFETCH_ROLES)
 
 
 class _NotPlannable(Exception):

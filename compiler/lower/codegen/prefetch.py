@@ -111,7 +111,10 @@ def estimate_cycles(
         before = clock.now
         group = _cascaded(plans, index)
         if len(group) > 1:  # a layer with the layers cascaded onto it: one pipeline
-            spans += [(before, end) for end in cascade.estimate_group(group, placement, target, clock)]
+            group_kept = kept if tiling.KEEP_FIXED else None
+            spans += [
+                (before, end) for end in cascade.estimate_group(group, placement, target, clock, group_kept)
+            ]
             continue
         _layer(plan, placement, target, kept).estimate(clock, plan.op.output)
         spans.append((before, clock.now))

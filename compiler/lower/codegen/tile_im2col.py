@@ -72,7 +72,7 @@ def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
         direct = tile_mac.plan_mac(op, ctx)
     except LowerError:
         direct = None
-    gathers = [g for g in (gather_of(op, ctx), rows_of(op, ctx), *columns_of(op, ctx)) if g is not None]
+    gathers = lowerings_of(op, ctx)
     if CHOOSE != "estimate":
         gathers = [g for g in gathers if (g.kind == CHOOSE)]
         candidates = [p for p in (_planned(op, ctx, g) for g in gathers) if p is not None]
@@ -86,6 +86,11 @@ def plan_conv(op: vops.Conv | vops.Dense, ctx: Context) -> OpPlan:
         return tile_mac.plan_mac(op, ctx)  # raises the conv's own reason
     candidates = ([direct] if direct is not None else []) + candidates
     return _fastest_for_its_traffic(candidates, ctx)
+
+
+def lowerings_of(op, ctx: Context) -> list[Gather]:
+    """The im2cols that apply to `op` (plan_conv plans them beside the conv's own tiling)."""
+    return [g for g in (gather_of(op, ctx), rows_of(op, ctx), *columns_of(op, ctx)) if g is not None]
 
 
 def _unpruned(op, ctx: Context, direct: OpPlan | None, gathers: list[Gather]) -> list[OpPlan]:

@@ -194,8 +194,8 @@ class Events:
         """Run the events on `clock` (advancing it); returns the layer's cycles."""
         if not self.events:
             return 0
-        start = clock.now
-        waits = [max((clock.ready.get(t, 0) for t in e.tensors), default=0) for e in self.events]
+        start, ready = clock.now, clock.ready
+        waits = [max([ready.get(t, 0) for t in e.tensors]) if e.tensors else 0 for e in self.events]
         units, cycles, keys, deps, transfers = self._fixed()
         end = pipeline(units, cycles, keys, deps, clock, waits, transfers, self.ctx.target.hardware)
         if output is not None:
