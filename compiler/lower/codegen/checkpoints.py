@@ -105,19 +105,32 @@ def windows(program: Program, mode: str, tensors: list[dict], writers: list[set[
     spans = [(t["memory"], t["address"], t["address"] + _span(t)) for t in tensors]
     first = [np.full(hi - lo, -1, np.int64) for _, lo, hi in spans]
     end = [np.full(hi - lo, NEVER, np.int64) for _, lo, hi in spans]
+    in_memory: dict[str, list[int]] = {}
+    for k, (memory, _, _) in enumerate(spans):
+        in_memory.setdefault(memory, []).append(k)
+    # per memory: the tensors' spans as arrays, so a write finds the ones it touches at once
+    index = {m: (np.array([spans[k][1] for k in ks]), np.array([spans[k][2] for k in ks]), ks)
+             for m, ks in in_memory.items()}  # fmt: skip
     for pc, instruction in enumerate(program.instructions):
         for access in footprint(instruction, mode):
-            if not access.write:
+            if not access.write or access.memory not in index:
                 continue
             region = access.region
-            for k, (memory, lo, hi) in enumerate(spans):
+            los, his, ks = index[access.memory]
+            hits = np.flatnonzero((los < region.stop) & (his > region.start))
+            # the bytes of its own extent it writes (None: all of them)
+            mask = (
+                None if not hits.size or region.block is None else region.byte_mask(region.start, region.stop)
+            )
+            for k in (ks[j] for j in hits):
+                _, lo, hi = spans[k]
                 a, b = max(lo, region.start), min(hi, region.stop)
-                if memory != access.memory or a >= b:
-                    continue
-                touched = region.byte_mask(a, b)  # over [a, b): views of that slice are written
-                firsts, ends = first[k][a - lo : b - lo], end[k][a - lo : b - lo]
+                firsts, ends = first[k][a - lo : b - lo], end[k][a - lo : b - lo]  # views: written through
+                touched = slice(None) if mask is None else mask[a - region.start : b - region.start]
                 if instruction.layer in writers[k]:
                     firsts[touched], ends[touched] = pc, NEVER
+                elif mask is None:
+                    ends[(ends == NEVER) & (firsts >= 0)] = pc
                 else:
                     ends[touched & (ends == NEVER) & (firsts >= 0)] = pc
     return list(zip(first, end, strict=True))
