@@ -9,30 +9,11 @@ import re
 import numpy as np
 import pytest
 import tvm
-from tvm import te, topi
+from conv_reference import conv_kernel, numpy_conv
 
 from vpuc.compiler.host.defaults import ScheduleOptions, default_schedule
 
 AVX2 = ScheduleOptions(vector_lanes=8, num_cores=1)
-
-
-def _conv_kernel(channels: int, filters: int, size: int, stride: int):
-    x = te.placeholder((1, channels, size, size), name="x")
-    w = te.placeholder((filters, channels, 3, 3), name="w")
-    y = topi.nn.conv2d_nchw(x, w, stride, 1, 1)
-    return te.create_prim_func([x, w, y]), tuple(int(d) for d in y.shape)
-
-
-def _numpy_conv(x: np.ndarray, w: np.ndarray, stride: int) -> np.ndarray:
-    """3x3 convolution, padding 1, NCHW, by its definition."""
-    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    size = (x.shape[2] + 2 - 3) // stride + 1
-    out = np.zeros((1, w.shape[0], size, size), np.float64)
-    for ry in range(3):
-        for rx in range(3):
-            window = padded[0, :, ry : ry + stride * size : stride, rx : rx + stride * size : stride]
-            out[0] += np.einsum("chw,fc->fhw", window, w[:, :, ry, rx])
-    return out
 
 
 def _run(func, shape, x, w) -> np.ndarray:
@@ -51,23 +32,23 @@ def _run(func, shape, x, w) -> np.ndarray:
     ],
 )
 def test_a_conv_gets_the_register_tile_and_matches_numpy(channels, filters, size, stride, unrolled):
-    func, shape = _conv_kernel(channels, filters, size, stride)
+    func, shape = conv_kernel(channels, filters, size, stride)
     scheduled = default_schedule(func, AVX2)
     extents = [int(n) for n in re.findall(r"T\.unroll\((\d+)\)", scheduled.script())]
     assert extents == unrolled * 2  # the init and the update
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, channels, size, size)).astype(np.float32)
     w = rng.standard_normal((filters, channels, 3, 3)).astype(np.float32)
-    np.testing.assert_allclose(_run(scheduled, shape, x, w), _numpy_conv(x, w, stride), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_run(scheduled, shape, x, w), numpy_conv(x, w, stride), rtol=1e-4, atol=1e-4)
 
 
 def test_a_strided_conv_reads_its_padded_input_de_interleaved():
     """Stride 2: the padded copy is [c, h, w % 2, w // 2], so a vector of 8 outputs reads 8
     contiguous inputs (not every other one)."""
-    func, shape = _conv_kernel(16, 32, 32, 2)
+    func, shape = conv_kernel(16, 32, 32, 2)
     scheduled = default_schedule(func, AVX2)
     assert re.search(r"pad_temp = T\.sblock_alloc_buffer\(\(1, 16, 34, 2, 17\)\)", scheduled.script())
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 16, 32, 32)).astype(np.float32)
     w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
-    np.testing.assert_allclose(_run(scheduled, shape, x, w), _numpy_conv(x, w, 2), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_run(scheduled, shape, x, w), numpy_conv(x, w, 2), rtol=1e-4, atol=1e-4)

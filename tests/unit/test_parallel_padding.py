@@ -12,31 +12,13 @@ import re
 import numpy as np
 import pytest
 import tvm
+from conv_reference import conv_kernel, numpy_conv
 from tvm import te, topi
 
 from vpuc.compiler.host.defaults import ScheduleOptions, default_schedule
 
 AVX512_TWO_CORES = ScheduleOptions(vector_lanes=16, num_cores=2)
 AVX2_TWO_CORES = ScheduleOptions(vector_lanes=8, num_cores=2)
-
-
-def _conv_kernel(channels: int, filters: int, size: int, stride: int):
-    x = te.placeholder((1, channels, size, size), name="x")
-    w = te.placeholder((filters, channels, 3, 3), name="w")
-    y = topi.nn.conv2d_nchw(x, w, stride, 1, 1)
-    return te.create_prim_func([x, w, y]), tuple(int(d) for d in y.shape)
-
-
-def _numpy_conv(x: np.ndarray, w: np.ndarray, stride: int) -> np.ndarray:
-    """3x3 convolution, padding 1, NCHW, by its definition."""
-    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    size = (x.shape[2] + 2 - 3) // stride + 1
-    out = np.zeros((1, w.shape[0], size, size), np.float64)
-    for ry in range(3):
-        for rx in range(3):
-            window = padded[0, :, ry : ry + stride * size : stride, rx : rx + stride * size : stride]
-            out[0] += np.einsum("chw,fc->fhw", window, w[:, :, ry, rx])
-    return out
 
 
 def _build(func):
@@ -55,7 +37,7 @@ def _pad_rows_per_chunk(script: str) -> int:
 def test_each_chunk_pads_only_its_own_rows_and_the_conv_matches_numpy(options):
     """16 -> 16 channels, 32x32, 3x3 (2.4M MACs, parallel): chunk k computes output rows
     16k..16k+15, so it pads input rows 16k-1..16k+16: 18 rows of the 34."""
-    func, shape = _conv_kernel(16, 16, 32, 1)
+    func, shape = conv_kernel(16, 16, 32, 1)
     scheduled = default_schedule(func, options)
     script = scheduled.script()
     assert script.count("T.parallel(2)") == 1
@@ -65,13 +47,13 @@ def test_each_chunk_pads_only_its_own_rows_and_the_conv_matches_numpy(options):
     w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
     out = tvm.runtime.tensor(np.zeros(shape, np.float32))
     _build(scheduled)["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
-    np.testing.assert_allclose(out.numpy(), _numpy_conv(x, w, 1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out.numpy(), numpy_conv(x, w, 1), rtol=1e-4, atol=1e-4)
 
 
 def test_a_strided_parallel_conv_pads_its_rows_in_the_chunk_and_matches_numpy():
     """Stride 2, 32 -> 64 channels, 32x32 -> 16x16 (4.7M MACs): output rows 8k..8k+7 read
     padded rows 16k..16k+16, 17 rows per chunk, de-interleaved along w (2 x 17)."""
-    func, shape = _conv_kernel(32, 64, 32, 2)
+    func, shape = conv_kernel(32, 64, 32, 2)
     script = default_schedule(func, AVX2_TWO_CORES).script()
     parallel = script.index("T.parallel(2)")
     assert re.search(r"T\.grid\(1, 32, 17, 2, 17\)", script[parallel:])
@@ -80,7 +62,7 @@ def test_a_strided_parallel_conv_pads_its_rows_in_the_chunk_and_matches_numpy():
     w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
     out = tvm.runtime.tensor(np.zeros(shape, np.float32))
     _build(default_schedule(func, AVX2_TWO_CORES))["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
-    np.testing.assert_allclose(out.numpy(), _numpy_conv(x, w, 2), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out.numpy(), numpy_conv(x, w, 2), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
