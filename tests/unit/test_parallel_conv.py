@@ -89,19 +89,30 @@ def _run_on_threads(
     return np.load(tmp_path / f"{name}.npy")
 
 
+def _parallel_and_serial(model, monkeypatch):
+    """The model built with its convs parallel as the defaults choose (PARALLEL_MIN_MACS as
+    the caller left it), then with every conv serial; no host library of an earlier build
+    in this process reused."""
+    monkeypatch.setattr(build, "_BUILT", {})
+    parallel = compile_model(model, target="cpu")
+    monkeypatch.setattr(defaults, "PARALLEL_MIN_MACS", 1 << 62)
+    monkeypatch.setattr(build, "_BUILT", {})
+    return parallel, compile_model(model, target="cpu")
+
+
+def _onnxruntime(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )[0]
+
+
 @pytest.mark.parametrize("qdq", [False, True], ids=["float", "int8"])
 def test_a_parallel_conv_matches_onnxruntime_and_the_serial_build(qdq, tmp_path, monkeypatch):
     monkeypatch.setattr(defaults, "PARALLEL_MIN_MACS", 1 << 20)  # below MACS: the parallel path
     model = _conv_model(qdq)
     x = (np.random.default_rng(1).standard_normal((1, CHANNELS, SIZE, SIZE)) * 2).astype(np.float32)
-    monkeypatch.setattr(build, "_BUILT", {})  # no host library of an earlier build in this process
-    parallel = compile_model(model, target="cpu")
-    monkeypatch.setattr(defaults, "PARALLEL_MIN_MACS", 1 << 62)
-    monkeypatch.setattr(build, "_BUILT", {})
-    serial = compile_model(model, target="cpu")
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x}
-    )[0]
+    parallel, serial = _parallel_and_serial(model, monkeypatch)
+    expected = _onnxruntime(model, {"x": x})
 
     got = _run_on_threads(parallel, x, tmp_path, "parallel")
     if qdq:  # on the output's int8 grid (1/16), at most one step from onnxruntime's rounding
@@ -118,14 +129,8 @@ def test_resnet_mini_on_two_threads_matches_onnxruntime_and_the_serial_build(tmp
     strides 1 and 2, residual epilogues), its stem and 1x1 projections serial."""
     model = zoo.build("resnet_mini")
     x = zoo.sample_inputs(model, seed=0)["input"]
-    monkeypatch.setattr(build, "_BUILT", {})
-    parallel = compile_model(model, target="cpu")
-    monkeypatch.setattr(defaults, "PARALLEL_MIN_MACS", 1 << 62)
-    monkeypatch.setattr(build, "_BUILT", {})
-    serial = compile_model(model, target="cpu")
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"input": x}
-    )[0]
+    parallel, serial = _parallel_and_serial(model, monkeypatch)
+    expected = _onnxruntime(model, {"input": x})
     io = ("input", "logits")
     got = _run_on_threads(parallel, x, tmp_path, "parallel", io=io)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
