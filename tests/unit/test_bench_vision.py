@@ -7,6 +7,7 @@ when its file is absent."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -66,3 +67,18 @@ def test_vision_models_only_when_asked_and_present(tmp_path, monkeypatch, capsys
     skipped = capsys.readouterr().out
     assert "ocr_cls" in skipped and "absent" in skipped and "yolov8n_320" not in skipped
     assert compile_time._shapes("x=1x3x48x192") == {"x": (1, 3, 48, 192)}
+
+
+def test_the_pytorch_classifier_skips_with_a_line_where_torch_is_absent(tmp_path):
+    """bench/run_all.py runs every bench script in the `bench` extra's venv, which has no torch
+    (torch_classifier.py runs in a venv of its own): there it says so, writes nothing, and does
+    not fail the run. torch is hidden from the script, whatever this venv has."""
+    without_torch = "import runpy, sys; sys.modules['torch'] = None; sys.argv = sys.argv[1:]; "
+    without_torch += "runpy.run_path(sys.argv[0], run_name='__main__')"
+    done = subprocess.run(
+        [sys.executable, "-c", without_torch, str(BENCH / "torch_classifier.py"), str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "skipped, torch is not installed here" in done.stderr and "bench/.venv-torch" in done.stderr
+    assert not (tmp_path / "out").exists()
